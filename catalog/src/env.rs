@@ -1,0 +1,252 @@
+//! The environment of a tool process, assembled in one place and one order:
+//! env floor → `env_passthrough` → `env_file` → `env` → the session context (last, so no
+//! tool can spoof the caller). Nothing here reads the process environment itself: the
+//! caller passes the gateway's environment in, which keeps the rule testable and pure.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::tool::{Tool, ToolKind};
+
+/// The default env floor: "machine works" variables, no secrets.
+pub const DEFAULT_FLOOR: [&str; 10] = [
+    "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ", "TERM", "SHELL",
+];
+
+/// Case-sensitive fnmatch (`*`, `?`, `[seq]`, `[!seq]`), as Python's `fnmatchcase`.
+pub fn fnmatch(pattern: &str, name: &str) -> bool {
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: false,
+        require_literal_leading_dot: false,
+    };
+    match glob::Pattern::new(pattern) {
+        Ok(p) => p.matches_with(name, options),
+        Err(_) => pattern == name,
+    }
+}
+
+/// Builds a tool's environment. `parent` is the gateway's environment, `floor` the
+/// deployment's floor names, `env_file` the parsed dotenv pairs of the tool's env file.
+pub fn build_env(
+    tool: &Tool,
+    parent: &[(String, String)],
+    floor: &[String],
+    env_file: &[(String, String)],
+    context: &Map<String, Value>,
+) -> BTreeMap<String, String> {
+    let mut env: BTreeMap<String, String> = parent
+        .iter()
+        .filter(|(k, _)| floor.iter().any(|f| f == k) || tool.env_passthrough.admits(k))
+        .cloned()
+        .collect();
+    env.extend(env_file.iter().cloned());
+    env.extend(tool.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    match &tool.kind {
+        ToolKind::Fn { .. } => {
+            env.insert("MCC_CTX".into(), Value::Object(context.clone()).to_string());
+            // The reference's runner skips autoloading its own catalog in the child.
+            env.insert("MCC_SKIP_AUTOLOAD".into(), "1".into());
+        }
+        ToolKind::Exec { .. } | ToolKind::Curl { .. } => {
+            env.extend(context_vars(context));
+        }
+    }
+    env
+}
+
+/// `MCC_CTX_<NAME>` variables of exec tools: strings raw, everything else as JSON
+/// (numbers bare, booleans `true`/`false`, lists and objects JSON-encoded).
+pub fn context_vars(context: &Map<String, Value>) -> impl Iterator<Item = (String, String)> + '_ {
+    context.iter().map(|(k, v)| {
+        let value = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        (format!("MCC_CTX_{}", k.to_uppercase()), value)
+    })
+}
+
+/// Prepends `dir` to a `PYTHONPATH` value.
+pub fn prepend_pythonpath(dir: &str, existing: Option<&str>) -> String {
+    match existing {
+        Some(rest) if !rest.is_empty() => format!("{dir}:{rest}"),
+        _ => dir.to_string(),
+    }
+}
+
+/// A line of a dotenv file that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {reason}")]
+pub struct DotenvError {
+    pub line: usize,
+    pub reason: String,
+}
+
+/// Parses dotenv text: `KEY=value`, `export KEY=value`, `#` comments, blank lines,
+/// single quotes (literal), double quotes (with `\n`, `\"`, `\\` escapes), and inline
+/// ` #` comments after unquoted values.
+pub fn parse_dotenv(text: &str) -> Result<Vec<(String, String)>, DotenvError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line
+            .strip_prefix("export ")
+            .map(str::trim_start)
+            .unwrap_or(line);
+        let err = |reason: &str| DotenvError {
+            line: i + 1,
+            reason: reason.to_string(),
+        };
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| err("expected KEY=value"))?;
+        let key = key.trim();
+        let valid_key = key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+        if !valid_key {
+            return Err(err(&format!("invalid variable name '{key}'")));
+        }
+        let value = value.trim();
+        let value = if let Some(rest) = value.strip_prefix('\'') {
+            rest.split_once('\'')
+                .map(|(v, _)| v.to_string())
+                .ok_or_else(|| err("unterminated single quote"))?
+        } else if let Some(rest) = value.strip_prefix('"') {
+            unquote_double(rest).ok_or_else(|| err("unterminated double quote"))?
+        } else {
+            match value.find(" #") {
+                Some(at) => value[..at].trim_end().to_string(),
+                None => value.to_string(),
+            }
+        };
+        out.push((key.to_string(), value));
+    }
+    Ok(out)
+}
+
+fn unquote_double(rest: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                other => out.push(other),
+            },
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::EnvPassthrough;
+    use serde_json::json;
+
+    fn exec_tool() -> Tool {
+        serde_json::from_value(json!({"key": "t", "name": "t", "kind": "exec", "command": "env"}))
+            .unwrap()
+    }
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+    fn floor() -> Vec<String> {
+        DEFAULT_FLOOR.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn precedence_floor_passthrough_file_env_context() {
+        let parent = pairs(&[
+            ("PATH", "/bin"),
+            ("AWS_KEY", "a"),
+            ("SECRET", "s"),
+            ("MCC_CTX_USER", "spoof"),
+        ]);
+        let mut tool = exec_tool();
+        tool.env_passthrough = EnvPassthrough::Globs(vec!["AWS_*".into()]);
+        tool.env.insert("FROM".into(), "env".into());
+        tool.env.insert("MCC_CTX_USER".into(), "mallory".into());
+        let file = pairs(&[("FROM", "file"), ("ONLY_FILE", "1"), ("AWS_KEY", "file")]);
+        let ctx = json!({"user": "alice", "budget": 1000, "ok": true, "groups": ["a"]});
+        let env = build_env(&tool, &parent, &floor(), &file, ctx.as_object().unwrap());
+        assert_eq!(env["PATH"], "/bin");
+        assert_eq!(env["AWS_KEY"], "file");
+        assert_eq!(env["FROM"], "env");
+        assert_eq!(env["ONLY_FILE"], "1");
+        assert_eq!(env["MCC_CTX_USER"], "alice");
+        assert_eq!(env["MCC_CTX_BUDGET"], "1000");
+        assert_eq!(env["MCC_CTX_OK"], "true");
+        assert_eq!(env["MCC_CTX_GROUPS"], "[\"a\"]");
+        assert!(!env.contains_key("SECRET"));
+        assert!(!env.contains_key("MCC_CTX"));
+    }
+
+    #[test]
+    fn passthrough_modes() {
+        let parent = pairs(&[
+            ("PATH", "/bin"),
+            ("path", "x"),
+            ("GIT_DIR", "g"),
+            ("TOKEN", "t"),
+        ]);
+        let mut tool = exec_tool();
+        let names = |t: &Tool| {
+            build_env(t, &parent, &floor(), &[], &Map::new())
+                .into_keys()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&tool), ["PATH"]);
+        tool.env_passthrough = EnvPassthrough::Globs(vec!["GIT_?IR".into(), "PATH".into()]);
+        assert_eq!(names(&tool), ["GIT_DIR", "PATH"]);
+        tool.env_passthrough = EnvPassthrough::Globs(vec![]);
+        assert_eq!(names(&tool), ["PATH"]);
+        tool.env_passthrough = EnvPassthrough::All(true);
+        assert_eq!(names(&tool), ["GIT_DIR", "PATH", "TOKEN", "path"]);
+    }
+
+    #[test]
+    fn fn_tools_get_one_blob() {
+        let mut tool = exec_tool();
+        tool.kind = ToolKind::Fn {
+            path: "m:f".into(),
+            python: None,
+        };
+        let ctx = json!({"user": "alice"});
+        let env = build_env(&tool, &[], &floor(), &[], ctx.as_object().unwrap());
+        assert_eq!(env["MCC_CTX"], "{\"user\":\"alice\"}");
+        assert!(!env.contains_key("MCC_CTX_USER"));
+    }
+
+    #[test]
+    fn dotenv_forms() {
+        let text = "# c\n\nA=1\nexport B = two \nC='x # y'\nD=\"q\\\"\\n\"\nE=v # note\n";
+        assert_eq!(
+            parse_dotenv(text).unwrap(),
+            pairs(&[
+                ("A", "1"),
+                ("B", "two"),
+                ("C", "x # y"),
+                ("D", "q\"\n"),
+                ("E", "v")
+            ])
+        );
+        assert_eq!(parse_dotenv("oops").unwrap_err().line, 1);
+        assert_eq!(parse_dotenv("A=1\nB='open").unwrap_err().line, 2);
+    }
+}

@@ -1,0 +1,23 @@
+//! The one definition of an MCC catalog, shared by the gateway and the operator.
+//!
+//! - [`tool`]: the data model (tools, params, limits, users);
+//! - [`key`], [`rbac`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
+//!   catalog's rules, each in one place and free of I/O;
+//! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
+//!   and run Python for fn introspection).
+
+pub mod context;
+pub mod env;
+pub mod introspect;
+pub mod key;
+pub mod load;
+pub mod params;
+pub mod rbac;
+pub mod signature;
+pub mod spec;
+pub mod template;
+pub mod tool;
+
+pub use load::{LoadError, Loaded, load};
+pub use signature::signature;
+pub use tool::{EnvPassthrough, Limits, Param, ParamType, Tool, ToolKind, User};

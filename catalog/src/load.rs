@@ -1,0 +1,383 @@
+//! The MCC YAML loader: files, directories and globs of tool files into one catalog.
+//!
+//! Per file: YAML parsed (anchors and `<<` merge keys included), `$VAR`/`${VAR}`
+//! substituted in every string value from the process environment (unset variables stay
+//! literal, as MCC's EnvYAML leaves them), file-level `groups`/`env`/`env_file` cascaded
+//! into each entry, entries built by [`crate::spec`]. Across files: fn tools introspected
+//! in batches, duplicate keys rejected naming both places.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::introspect::{self, Introspector};
+use crate::key::union_groups;
+use crate::spec::{build_tool, parse_entry, unknown_keys};
+use crate::tool::Tool;
+
+/// Why a catalog could not be loaded. Every variant names the file; entry errors name the
+/// tool (index and name) and the field.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid YAML: {message}")]
+    Yaml { path: PathBuf, message: String },
+    #[error("{path}: {field}: {message}")]
+    File {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("{path}: {tool}: {field}: {message}")]
+    Entry {
+        path: PathBuf,
+        tool: ToolRef,
+        field: String,
+        message: String,
+    },
+    #[error(
+        "Duplicate tool {name} in groups {groups:?}: key '{key}' is defined in {first} and in {second}"
+    )]
+    Duplicate {
+        key: String,
+        name: String,
+        groups: Vec<String>,
+        first: String,
+        second: String,
+    },
+    #[error("{pattern}: no tool files match")]
+    NoMatch { pattern: String },
+    #[error(transparent)]
+    Introspection(#[from] introspect::IntrospectError),
+}
+
+/// Which entry of a file an error is about: its index in `tools:` and its name if known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRef {
+    pub index: usize,
+    pub name: Option<String>,
+}
+
+impl fmt::Display for ToolRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            Some(n) => write!(f, "tools[{}] '{n}'", self.index),
+            None => write!(f, "tools[{}]", self.index),
+        }
+    }
+}
+
+/// Something worth telling the user that does not stop the load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.message)
+    }
+}
+
+/// A loaded catalog: tools in load order, and the warnings met on the way.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub tools: Vec<Tool>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Expands a tools setting entry: a file, a directory (its `*.yaml`/`*.yml`, sorted, not
+/// recursive) or a glob (`*`, `?`, `[`, `**`).
+pub fn expand(entry: &str) -> Result<Vec<PathBuf>, LoadError> {
+    let path = Path::new(entry);
+    if entry.contains(['*', '?', '[']) {
+        let mut files: Vec<PathBuf> = glob::glob(entry)
+            .map_err(|e| LoadError::File {
+                path: path.into(),
+                field: "pattern".into(),
+                message: e.to_string(),
+            })?
+            .filter_map(Result::ok)
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(LoadError::NoMatch {
+                pattern: entry.to_string(),
+            });
+        }
+        return Ok(files);
+    }
+    if path.is_dir() {
+        let read = std::fs::read_dir(path).map_err(|source| LoadError::Io {
+            path: path.into(),
+            source,
+        })?;
+        let mut files: Vec<PathBuf> = read
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.is_file()
+                    && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+            })
+            .collect();
+        files.sort();
+        return Ok(files);
+    }
+    if !path.exists() {
+        return Err(LoadError::Io {
+            path: path.into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+        });
+    }
+    Ok(vec![path.to_path_buf()])
+}
+
+/// Loads every entry (file, directory or glob) with the process environment for
+/// substitution, introspects fn tools, and rejects duplicate keys.
+pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, LoadError> {
+    let vars: BTreeMap<String, String> = std::env::vars().collect();
+    let mut loaded = Loaded::default();
+    let mut pending = Vec::new();
+    for entry in entries {
+        for path in expand(entry)? {
+            let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let file = parse_file(&path, &text, &|name| vars.get(name).cloned())?;
+            loaded.warnings.extend(file.warnings);
+            for (tool, needs) in file.tools {
+                if needs {
+                    pending.push(loaded.tools.len());
+                }
+                loaded.tools.push(tool);
+            }
+        }
+    }
+    introspector.fill(&mut loaded.tools, &pending)?;
+    check_duplicates(&loaded.tools)?;
+    Ok(loaded)
+}
+
+/// One parsed file: its tools (with whether each still needs introspection) and warnings.
+#[derive(Debug, Default)]
+pub struct ParsedFile {
+    pub tools: Vec<(Tool, bool)>,
+    pub warnings: Vec<Warning>,
+}
+
+/// Parses one tool file's text. `lookup` resolves `$VAR` references.
+pub fn parse_file(
+    path: &Path,
+    text: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<ParsedFile, LoadError> {
+    let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Yaml {
+        path: path.into(),
+        message: e.to_string(),
+    })?;
+    substitute_values(&mut doc, lookup);
+    let mut out = ParsedFile::default();
+    let file_err = |field: &str, message: &str| LoadError::File {
+        path: path.into(),
+        field: field.into(),
+        message: message.into(),
+    };
+    let Some(top) = doc.as_object() else {
+        if doc.is_null() {
+            out.warnings.push(skip_warning(path));
+            return Ok(out);
+        }
+        return Err(file_err("(file)", "expected a mapping with a 'tools' list"));
+    };
+    let Some(entries) = top.get("tools") else {
+        out.warnings.push(skip_warning(path));
+        return Ok(out);
+    };
+    let entries = entries
+        .as_array()
+        .ok_or_else(|| file_err("tools", "expected a list of tool entries"))?;
+    let groups = string_list(top.get("groups"))
+        .ok_or_else(|| file_err("groups", "expected a list of group names"))?;
+    let env = top.get("env").map(|v| {
+        v.as_object()
+            .cloned()
+            .ok_or_else(|| file_err("env", "expected a mapping"))
+    });
+    let env = env.transpose()?.unwrap_or_default();
+    let env_file = match top.get("env_file") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(file_err("env_file", "expected a path")),
+    };
+    for key in top.keys().filter(|k| {
+        !["tools", "groups", "env", "env_file"].contains(&k.as_str()) && !k.starts_with("x-")
+    }) {
+        out.warnings.push(Warning {
+            path: path.into(),
+            message: format!("unknown file-level key '{key}' ignored"),
+        });
+    }
+    let source = path.display().to_string();
+    for (index, raw) in entries.iter().enumerate() {
+        let name = raw
+            .get("name")
+            .and_then(Value::as_str)
+            .or_else(|| raw.get("fn").and_then(Value::as_str));
+        let tool_ref = ToolRef {
+            index,
+            name: name.map(str::to_string),
+        };
+        let entry_err = |field: String, message: String| LoadError::Entry {
+            path: path.into(),
+            tool: tool_ref.clone(),
+            field,
+            message,
+        };
+        let Some(map) = raw.as_object() else {
+            return Err(entry_err("(entry)".into(), "expected a mapping".into()));
+        };
+        for key in unknown_keys(map) {
+            out.warnings.push(Warning {
+                path: path.into(),
+                message: format!("{tool_ref}: unknown key '{key}' ignored"),
+            });
+        }
+        let merged =
+            cascade(map, &groups, &env, env_file.as_deref()).map_err(|(f, m)| entry_err(f, m))?;
+        let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
+        let built = build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))?;
+        out.tools.push(built);
+    }
+    Ok(out)
+}
+
+fn skip_warning(path: &Path) -> Warning {
+    Warning {
+        path: path.into(),
+        message: "skipping, not a tool file (no 'tools' key)".into(),
+    }
+}
+
+fn string_list(v: Option<&Value>) -> Option<Vec<String>> {
+    match v {
+        None | Some(Value::Null) => Some(vec![]),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        Some(_) => None,
+    }
+}
+
+/// File-level defaults under an entry: groups unioned (file first), env merged (entry
+/// wins), env_file used when the entry has none.
+fn cascade(
+    entry: &Map<String, Value>,
+    groups: &[String],
+    env: &Map<String, Value>,
+    env_file: Option<&str>,
+) -> Result<Map<String, Value>, (String, String)> {
+    let mut merged = entry.clone();
+    merged.retain(|k, _| !k.starts_with("x-"));
+    let own = string_list(entry.get("groups")).ok_or((
+        "groups".to_string(),
+        "expected a list of group names".to_string(),
+    ))?;
+    merged.insert("groups".into(), Value::from(union_groups(groups, &own)));
+    if !env.is_empty() {
+        let mut all = env.clone();
+        match entry.get("env") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(own)) => all.extend(own.clone()),
+            Some(_) => return Err(("env".into(), "expected a mapping of names to values".into())),
+        }
+        merged.insert("env".into(), Value::Object(all));
+    }
+    if let Some(file) = env_file {
+        if matches!(entry.get("env_file"), None | Some(Value::Null)) {
+            merged.insert("env_file".into(), Value::from(file));
+        }
+    }
+    Ok(merged)
+}
+
+/// Replaces `$VAR` and `${VAR}` in every string of `v`; unknown names stay as written.
+fn substitute_values(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) {
+    match v {
+        Value::String(s) if s.contains('$') => *s = substitute(s, lookup),
+        Value::Array(items) => items.iter_mut().for_each(|i| substitute_values(i, lookup)),
+        Value::Object(map) => map.values_mut().for_each(|i| substitute_values(i, lookup)),
+        _ => {}
+    }
+}
+
+/// `$NAME` / `${NAME}` substitution on one string (NAME = `[A-Za-z_][A-Za-z0-9_]*`).
+pub fn substitute(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let (name, consumed) = if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(end) if is_var_name(&inner[..end]) => (&inner[..end], end + 2),
+                _ => ("", 0),
+            }
+        } else {
+            let end = after
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(after.len());
+            if is_var_name(&after[..end]) {
+                (&after[..end], end)
+            } else {
+                ("", 0)
+            }
+        };
+        match (consumed, lookup(name)) {
+            (0, _) | (_, None) => {
+                let keep = if consumed == 0 { 1 } else { consumed + 1 };
+                out.push_str(&rest[at..at + keep]);
+                rest = &rest[at + keep..];
+            }
+            (_, Some(value)) => {
+                out.push_str(&value);
+                rest = &after[consumed..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_var_name(s: &str) -> bool {
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Rejects two tools with one key, naming both places.
+pub fn check_duplicates(tools: &[Tool]) -> Result<(), LoadError> {
+    let mut seen: BTreeMap<&str, &Tool> = BTreeMap::new();
+    for tool in tools {
+        if let Some(first) = seen.insert(&tool.key, tool) {
+            return Err(LoadError::Duplicate {
+                key: tool.key.clone(),
+                name: tool.name.clone(),
+                groups: tool.groups.clone(),
+                first: first.source.clone(),
+                second: tool.source.clone(),
+            });
+        }
+    }
+    Ok(())
+}

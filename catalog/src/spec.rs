@@ -1,0 +1,406 @@
+//! The MCC YAML entry format: one `tools:` entry as written in a tool file, and the rules
+//! that turn it into a catalog [`Tool`]. The file around it (cascading, substitution,
+//! duplicates) is [`crate::load`]'s concern.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::key::tool_key;
+use crate::template;
+use crate::tool::{EnvPassthrough, Limits, Param, ParamType, Tool, ToolKind};
+
+/// Keys a tool entry may carry. Anything else is reported as a warning and ignored.
+pub const ENTRY_KEYS: &[&str] = &[
+    "fn",
+    "exec",
+    "curl",
+    "name",
+    "groups",
+    "description",
+    "example",
+    "params",
+    "stdin",
+    "limits",
+    "cwd",
+    "env",
+    "env_file",
+    "env_passthrough",
+    "transform",
+    "cache_ttl",
+    "return_type",
+    "python",
+];
+
+/// A tool entry as written. Strings that YAML may type as numbers (`env` values,
+/// `example`) are accepted as any scalar and stringified.
+#[derive(Debug, Default, Deserialize)]
+pub struct ToolEntry {
+    #[serde(rename = "fn")]
+    pub func: Option<String>,
+    pub exec: Option<String>,
+    pub curl: Option<String>,
+    pub name: Option<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    pub description: Option<String>,
+    pub example: Option<Scalar>,
+    pub params: Option<Vec<ParamEntry>>,
+    #[serde(default)]
+    pub stdin: bool,
+    #[serde(default)]
+    pub limits: Limits,
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Scalar>,
+    pub env_file: Option<String>,
+    #[serde(default)]
+    pub env_passthrough: EnvPassthrough,
+    pub transform: Option<Transform>,
+    pub cache_ttl: Option<u64>,
+    pub return_type: Option<String>,
+    pub python: Option<String>,
+}
+
+/// One `params:` entry as written; `type` is checked against the six names.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamEntry {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: Option<String>,
+    #[serde(default)]
+    pub required: bool,
+    pub default: Option<Value>,
+    pub description: Option<String>,
+    pub example: Option<Value>,
+    #[serde(default, rename = "override", deserialize_with = "present")]
+    pub override_value: Option<Value>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A scalar written where text is meant (`TIMEOUT: 30`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Scalar {
+    Text(String),
+    Bool(bool),
+    Number(serde_json::Number),
+}
+
+impl Scalar {
+    pub fn into_string(self) -> String {
+        match self {
+            Scalar::Text(s) => s,
+            Scalar::Bool(b) => if b { "True" } else { "False" }.to_string(),
+            Scalar::Number(n) => n.to_string(),
+        }
+    }
+}
+
+/// `transform:` as one pipeline or a list of stages joined with ` | `.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Transform {
+    One(String),
+    Stages(Vec<String>),
+}
+
+/// A rule an entry breaks, with the field it concerns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryError {
+    pub field: String,
+    pub message: String,
+}
+
+fn err(field: &str, message: impl Into<String>) -> EntryError {
+    EntryError {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Parses one entry's mapping, naming the field a type error concerns.
+pub fn parse_entry(value: Value) -> Result<ToolEntry, EntryError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "(entry)".to_string()
+        } else {
+            path
+        };
+        err(&field, e.into_inner().to_string())
+    })
+}
+
+/// The unknown keys of an entry mapping (reported as warnings; `x-*` keys are silent).
+pub fn unknown_keys(entry: &Map<String, Value>) -> Vec<&str> {
+    entry
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !ENTRY_KEYS.contains(k) && !k.starts_with("x-"))
+        .collect()
+}
+
+/// MCC's `curl:` shorthand: `curl -sL -o -` (plus `--json @-` with stdin), then the
+/// argument: a bare `http(s)://` URL single-quoted, anything else (flags) passed raw.
+pub fn curl_command(target: &str, stdin: bool) -> String {
+    let mut cmd = String::from("curl -sL -o -");
+    if stdin {
+        cmd.push_str(" --json @-");
+    }
+    cmd.push(' ');
+    let t = target.trim();
+    if (t.starts_with("http://") || t.starts_with("https://")) && !t.contains(char::is_whitespace) {
+        cmd.push_str(&template::shell_quote_always(t));
+    } else {
+        cmd.push_str(t);
+    }
+    cmd
+}
+
+/// Turns an entry into a tool. fn tools whose params or return type are not declared
+/// come back with `needs_introspection` set; [`crate::introspect`] fills them in.
+pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryError> {
+    let kind = match (entry.func, entry.exec, entry.curl) {
+        (Some(_), Some(_), Some(_)) | (None, Some(_), Some(_)) | (Some(_), None, Some(_)) => {
+            return Err(err(
+                "fn/exec/curl",
+                "Tool must specify only one of 'fn', 'exec', or 'curl'",
+            ));
+        }
+        (Some(_), Some(_), None) => {
+            return Err(err(
+                "fn/exec",
+                "Tool must specify either 'fn' or 'exec', not both",
+            ));
+        }
+        (None, None, None) => {
+            return Err(err("fn/exec", "Tool must specify either 'fn' or 'exec'"));
+        }
+        (Some(path), None, None) => {
+            if path.trim().is_empty() {
+                return Err(err(
+                    "fn",
+                    "must be a Python callable path like 'module:function'",
+                ));
+            }
+            ToolKind::Fn {
+                path,
+                python: entry.python.clone(),
+            }
+        }
+        (None, Some(command), None) => ToolKind::Exec { command },
+        (None, None, Some(target)) => {
+            let command = curl_command(&target, entry.stdin);
+            ToolKind::Curl { target, command }
+        }
+    };
+    if !kind.is_fn() && entry.python.is_some() {
+        return Err(err(
+            "python",
+            "'python' can only be used with 'fn', not 'exec'",
+        ));
+    }
+    let name = match (&kind, entry.name) {
+        (_, Some(n)) if !n.trim().is_empty() => n,
+        (ToolKind::Fn { path, .. }, _) => {
+            path.rsplit([':', '.']).next().unwrap_or(path).to_string()
+        }
+        _ => return Err(err("name", "Exec tools must specify a 'name'")),
+    };
+    if let Some(bad) = name.chars().find(|c| c.is_whitespace() || *c == '.') {
+        return Err(err(
+            "name",
+            format!("'{name}' must not contain {bad:?}: names are joined into keys with dots"),
+        ));
+    }
+    if let Some(command) = kind.command() {
+        template::check(command).map_err(|e| {
+            err(
+                if matches!(kind, ToolKind::Curl { .. }) {
+                    "curl"
+                } else {
+                    "exec"
+                },
+                format!("template does not compile: {e}"),
+            )
+        })?;
+    }
+    let transform = entry.transform.map(|t| match t {
+        Transform::One(s) => s,
+        Transform::Stages(stages) => stages.join(" | "),
+    });
+    if let Some(t) = &transform {
+        template::check(t)
+            .map_err(|e| err("transform", format!("template does not compile: {e}")))?;
+    }
+    let declared = entry.params.is_some();
+    let mut params = Vec::new();
+    for (i, p) in entry.params.unwrap_or_default().into_iter().enumerate() {
+        params.push(build_param(p).map_err(|m| err(&format!("params[{i}]"), m))?);
+    }
+    for (i, p) in params.iter().enumerate() {
+        if params[..i].iter().any(|q| q.name == p.name) {
+            return Err(err(
+                &format!("params[{i}]"),
+                format!("duplicate parameter '{}'", p.name),
+            ));
+        }
+    }
+    let needs_introspection = kind.is_fn() && (!declared || entry.return_type.is_none());
+    let tool = Tool {
+        key: tool_key(&entry.groups, &name),
+        name,
+        groups: entry.groups,
+        description: entry.description.unwrap_or_default(),
+        example: entry.example.map(Scalar::into_string).unwrap_or_default(),
+        kind,
+        params,
+        stdin: entry.stdin,
+        limits: entry.limits,
+        cwd: entry.cwd.map(PathBuf::from),
+        env: entry
+            .env
+            .into_iter()
+            .map(|(k, v)| (k, v.into_string()))
+            .collect(),
+        env_file: entry.env_file.map(PathBuf::from),
+        env_passthrough: entry.env_passthrough,
+        transform,
+        cache_ttl: entry.cache_ttl,
+        return_type: entry.return_type,
+        source: source.to_string(),
+    };
+    Ok((tool, needs_introspection))
+}
+
+fn build_param(p: ParamEntry) -> Result<Param, String> {
+    let ty_name = p.ty.as_deref().unwrap_or("str");
+    let ty = ParamType::parse(ty_name)
+        .ok_or_else(|| format!("Unknown type '{ty_name}' for parameter '{}'", p.name))?;
+    if p.name.trim().is_empty() {
+        return Err("parameter name must not be empty".into());
+    }
+    Ok(Param {
+        name: p.name,
+        ty,
+        required: p.required,
+        default: p.default,
+        description: p.description.unwrap_or_default(),
+        example: p.example,
+        override_value: p.override_value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn build(v: Value) -> Result<(Tool, bool), EntryError> {
+        build_tool(parse_entry(v)?, "t.yaml")
+    }
+
+    #[test]
+    fn exactly_one_runner() {
+        let e = build(json!({"name": "x", "fn": "m:f", "exec": "ls"})).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Tool must specify either 'fn' or 'exec', not both"
+        );
+        let e = build(json!({"name": "x", "exec": "ls", "curl": "http://x"})).unwrap_err();
+        assert_eq!(
+            e.message,
+            "Tool must specify only one of 'fn', 'exec', or 'curl'"
+        );
+        assert_eq!(
+            build(json!({"name": "x"})).unwrap_err().message,
+            "Tool must specify either 'fn' or 'exec'"
+        );
+    }
+
+    #[test]
+    fn python_only_with_fn_and_exec_needs_name() {
+        let e = build(json!({"name": "x", "exec": "ls", "python": "python3"})).unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("python", "'python' can only be used with 'fn', not 'exec'")
+        );
+        assert_eq!(
+            build(json!({"exec": "ls"})).unwrap_err().message,
+            "Exec tools must specify a 'name'"
+        );
+    }
+
+    #[test]
+    fn fn_name_from_path_and_introspection_flag() {
+        let (t, needs) = build(json!({"fn": "pkg.mod:Cls.method", "groups": ["ops"]})).unwrap();
+        assert_eq!(
+            (t.name.as_str(), t.key.as_str(), needs),
+            ("method", "ops.method", true)
+        );
+        let (t, _) = build(json!({"fn": "pkg.mod.func"})).unwrap();
+        assert_eq!(t.name, "func");
+        let (_, needs) = build(json!({"fn": "m:f", "params": [], "return_type": "str"})).unwrap();
+        assert!(!needs);
+    }
+
+    #[test]
+    fn curl_shorthand() {
+        let (t, _) =
+            build(json!({"name": "ip", "curl": "https://api.ipify.org?format=json"})).unwrap();
+        assert_eq!(
+            t.kind.command(),
+            Some("curl -sL -o - 'https://api.ipify.org?format=json'")
+        );
+        let (t, _) =
+            build(json!({"name": "post", "curl": "-X POST https://x/y", "stdin": true})).unwrap();
+        assert_eq!(
+            t.kind.command(),
+            Some("curl -sL -o - --json @- -X POST https://x/y")
+        );
+    }
+
+    #[test]
+    fn params_types_and_field_errors() {
+        let e =
+            build(json!({"name": "x", "exec": "ls", "params": [{"name": "a", "type": "string"}]}))
+                .unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("params[0]", "Unknown type 'string' for parameter 'a'")
+        );
+        let e = build(json!({"name": "x", "exec": "ls", "stdin": "sometimes"})).unwrap_err();
+        assert_eq!(e.field, "stdin");
+        let e =
+            build(json!({"name": "x", "exec": "ls", "limits": {"timeout": "long"}})).unwrap_err();
+        assert_eq!(e.field, "limits.timeout");
+        let e = build(json!({"name": "x", "exec": "echo {{ a "})).unwrap_err();
+        assert_eq!(e.field, "exec");
+    }
+
+    #[test]
+    fn transform_lists_join_and_env_values_stringify() {
+        let (t, _) =
+            build(json!({"name": "x", "exec": "ls", "transform": ["sort", "head -n 1"], "env": {"N": 30, "B": true}}))
+                .unwrap();
+        assert_eq!(t.transform.as_deref(), Some("sort | head -n 1"));
+        assert_eq!(t.env["N"], "30");
+        assert_eq!(t.env["B"], "True");
+    }
+
+    #[test]
+    fn override_null_is_an_override() {
+        let (t, _) =
+            build(json!({"name": "x", "exec": "ls", "params": [{"name": "k", "override": null}]}))
+                .unwrap();
+        assert_eq!(t.params[0].override_value, Some(Value::Null));
+        assert_eq!(t.visible_params().count(), 0);
+    }
+}
