@@ -1,9 +1,21 @@
 //! The MCC gateway: an MCP server over streamable HTTP that serves a permission-controlled
 //! catalog of tools.
 //!
-//! Request path of `execute`, one module per step: [`auth`] → RBAC ([`mcc_catalog::rbac`])
-//! → params ([`mcc_catalog::params`]) → context ([`mcc_catalog::context`], [`session`]) →
-//! [`exec`] (environment, process, limits, transform, cache) → result → write-back.
+//! Request path of `execute`, one module per step: [`identity`] (who is calling) → RBAC
+//! ([`mcc_catalog::rbac`]) → params ([`mcc_catalog::params`], [`mcp::ask`]) → context
+//! ([`mcc_catalog::context`], [`mcp::state`]) → [`exec`] (environment, process, limits,
+//! transform, cache) → result → write-back; all of it in [`mcp::execute`].
+//!
+//! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
+//! [`search`], [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
 
+pub mod app;
+pub mod catalog;
 pub mod check;
+pub mod config;
 pub mod exec;
+pub mod http;
+pub mod identity;
+pub mod mcp;
+pub mod metrics;
+pub mod search;

@@ -1,6 +1,10 @@
-//! `mcc-gateway`: wiring only. Subcommands: `serve` (not built yet), `check`.
+//! `mcc-gateway`: wiring only. Subcommands: `serve`, `check`.
 
+use std::path::PathBuf;
+
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
 #[command(
@@ -15,8 +19,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP over streamable HTTP.
-    Serve,
+    /// Serve MCP over streamable HTTP (settings: --config / MCC_SETTINGS_FILE, MCC_* overrides).
+    Serve {
+        /// The settings YAML file (see docs/configuration.md).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+        /// Tool files, directories or globs; replace the settings' `tools`.
+        #[arg(long = "tools", short = 't')]
+        tools: Vec<String>,
+    },
     /// Validate tool files (files, directories or globs) and print every tool's signature.
     Check {
         /// Tool files, directories (their *.yaml/*.yml) or globs.
@@ -26,9 +37,7 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let result = match Cli::parse().command {
-        Command::Serve => Err(anyhow::anyhow!(
-            "`serve` is not built yet: it lands with the gateway issue"
-        )),
+        Command::Serve { config, tools } => serve(config, tools),
         Command::Check { paths } => mcc_gateway::check::run(&paths, &mut std::io::stdout().lock()),
     };
     match result {
@@ -38,4 +47,41 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
+    init_tracing();
+    let env = |name: &str| std::env::var(name).ok();
+    let file = mcc_gateway::config::settings_path(config, &env);
+    let mut settings = mcc_gateway::config::load(file.as_deref(), &env)?;
+    if !tools.is_empty() {
+        settings.tools = tools;
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let gateway = mcc_gateway::app::build(&settings, shutdown.clone()).await?;
+        let addr = settings.bind_addr();
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("server.host/server.port: cannot bind {addr}"))?;
+        tracing::info!(%addr, tools = gateway.catalog.status().tools, "serving MCP at http://{addr}/mcp");
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            mcc_gateway::app::shutdown_signal().await;
+            tracing::info!("shutting down");
+            stop.cancel();
+        });
+        gateway.serve(listener, shutdown).await?;
+        anyhow::Ok(())
+    })
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MCC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

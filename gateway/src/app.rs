@@ -1,0 +1,138 @@
+//! `serve`: builds the runtime state from [`Settings`] (catalog, session store, engine,
+//! identity, metrics), starts the catalog watcher and serves HTTP until shutdown.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::{self, LiveCatalog};
+use crate::config::{SessionBackend, Settings};
+use crate::exec::{Engine, EngineSettings};
+use crate::http::{self, McpOptions};
+use crate::identity::{self, Authenticator};
+use crate::mcp::Shared;
+use crate::mcp::legacy_sessions::RedisSessionRegistry;
+use crate::mcp::state::{self, SessionStore};
+use crate::metrics::Metrics;
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("loading the catalog: {0}")]
+    Catalog(#[from] catalog::CatalogError),
+    #[error("auth: {0}")]
+    Auth(#[from] identity::UnsupportedBackend),
+    #[error("session.redis_url: {0}")]
+    Store(#[from] state::StoreError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A built gateway, ready to serve.
+pub struct Gateway {
+    pub router: axum::Router,
+    pub catalog: Arc<LiveCatalog>,
+    pub shared: Arc<Shared>,
+    reload_interval: Duration,
+}
+
+/// Builds everything from settings. Loads the catalog (blocking: introspection runs Python).
+pub async fn build(
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> Result<Gateway, StartError> {
+    let entries = settings.tools.clone();
+    let users = settings.users_file.clone();
+    let catalog = tokio::task::spawn_blocking(move || LiveCatalog::load(entries, users))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
+    build_with_catalog(settings, Arc::new(catalog), shutdown)
+}
+
+/// Builds everything around an existing live catalog (tests and benchmarks use this).
+pub fn build_with_catalog(
+    settings: &Settings,
+    catalog: Arc<LiveCatalog>,
+    shutdown: CancellationToken,
+) -> Result<Gateway, StartError> {
+    let ttl = Duration::from_secs(settings.session.ttl_seconds);
+    let (sessions, registry) = match (settings.session.backend, &settings.session.redis_url) {
+        (SessionBackend::Redis, Some(url)) => {
+            let conn = state::redis_connection(url)?;
+            let registry: Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore> =
+                Arc::new(RedisSessionRegistry::new(conn.clone(), ttl));
+            (SessionStore::redis(conn, ttl), Some(registry))
+        }
+        _ => (SessionStore::memory(ttl), None),
+    };
+    let engine = Engine::new(EngineSettings {
+        env_floor: settings.env_floor.clone(),
+        parent_env: std::env::vars().collect(),
+        max_output_bytes: settings.server.response_max_size,
+        debug: settings.debug,
+    });
+    let auth = Authenticator::new(settings.auth, catalog.clone())?;
+    let shared = Arc::new(Shared {
+        catalog: catalog.clone(),
+        sessions,
+        engine,
+        metrics: Metrics::new(),
+        response_max_size: settings.server.response_max_size,
+    });
+    let router = http::router(
+        shared.clone(),
+        auth,
+        McpOptions {
+            server: &settings.server,
+            registry,
+            shutdown,
+        },
+    );
+    Ok(Gateway {
+        router,
+        catalog,
+        shared,
+        reload_interval: Duration::from_millis(settings.reload_interval_ms),
+    })
+}
+
+impl Gateway {
+    /// Serves on `listener` until `shutdown` fires, watching the catalog files meanwhile;
+    /// in-flight requests finish first.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()> {
+        tokio::spawn(catalog::watch(
+            self.catalog.clone(),
+            self.reload_interval,
+            shutdown.clone(),
+        ));
+        axum::serve(listener, self.router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await
+    }
+}
+
+/// Resolves when the process gets SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}

@@ -1,0 +1,336 @@
+//! The live catalog of file mode: tool files and the users file loaded into one immutable
+//! [`Catalog`] snapshot, swapped atomically when a file changes. A broken edit keeps the
+//! last good snapshot and records the error (file and message) for `/readyz` and the log.
+//!
+//! Loading rules (YAML, keys, introspection) are `mcc_catalog`'s; this module only decides
+//! when to load and what to keep.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use mcc_catalog::introspect::Introspector;
+use mcc_catalog::{Tool, User};
+use serde::Deserialize;
+
+/// One consistent view of tools and users. Never mutated; replaced whole.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    tools: Vec<Tool>,
+    by_key: HashMap<String, usize>,
+    users: Vec<User>,
+}
+
+impl Catalog {
+    pub fn new(tools: Vec<Tool>, users: Vec<User>) -> Self {
+        let by_key = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.key.clone(), i))
+            .collect();
+        Self {
+            tools,
+            by_key,
+            users,
+        }
+    }
+
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    pub fn tool(&self, key: &str) -> Option<&Tool> {
+        self.by_key.get(key).map(|&i| &self.tools[i])
+    }
+
+    pub fn users(&self) -> &[User] {
+        &self.users
+    }
+
+    /// The first user of the users file in `group` (what the dev auth backends act as).
+    pub fn first_user_in(&self, group: &str) -> Option<&User> {
+        self.users.iter().find(|u| u.in_group(group))
+    }
+}
+
+/// Why a catalog could not be loaded; names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Tools(#[from] mcc_catalog::LoadError),
+    #[error("{path}: {message}")]
+    Users { path: PathBuf, message: String },
+}
+
+/// One entry of the users file. `api_keys` belongs to the api_key auth backend and is
+/// accepted here so one file serves both.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserEntry {
+    username: String,
+    #[serde(default)]
+    email: Option<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default, rename = "api_keys")]
+    _api_keys: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UsersFile {
+    users: Vec<UserEntry>,
+}
+
+/// Reads a users file: `users:` with username, email, groups, tools (and api_keys).
+pub fn load_users(path: &Path) -> Result<Vec<User>, CatalogError> {
+    let err = |message: String| CatalogError::Users {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let file: UsersFile = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+    let mut seen = std::collections::HashSet::new();
+    let mut users = Vec::with_capacity(file.users.len());
+    for (i, entry) in file.users.into_iter().enumerate() {
+        if entry.username.trim().is_empty() {
+            return Err(err(format!("users[{i}]: username: must not be empty")));
+        }
+        if !seen.insert(entry.username.clone()) {
+            return Err(err(format!(
+                "users[{i}]: username: '{}' is listed twice",
+                entry.username
+            )));
+        }
+        users.push(User {
+            username: entry.username,
+            email: entry.email,
+            groups: entry.groups,
+            tools: entry.tools,
+        });
+    }
+    Ok(users)
+}
+
+/// Loads tools (files, directories, globs) and the users file into a snapshot. Runs
+/// Python for fn introspection, so call it off the async runtime.
+pub fn load(tool_entries: &[String], users_file: Option<&Path>) -> Result<Catalog, CatalogError> {
+    let loaded = mcc_catalog::load(tool_entries, &Introspector::default())?;
+    for warning in &loaded.warnings {
+        tracing::warn!(%warning, "tool file warning");
+    }
+    let users = match users_file {
+        Some(path) => load_users(path)?,
+        None => Vec::new(),
+    };
+    Ok(Catalog::new(loaded.tools, users))
+}
+
+/// What `/readyz` reports about the catalog.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ReloadStatus {
+    /// Times a snapshot was installed (the first load counts).
+    pub generation: u64,
+    pub tools: usize,
+    pub users: usize,
+    /// The error of the latest failed reload, while the last good catalog is served.
+    pub last_error: Option<String>,
+}
+
+/// The catalog every request reads, plus where it came from. Cheap to share.
+pub struct LiveCatalog {
+    current: ArcSwap<Catalog>,
+    status: RwLock<ReloadStatus>,
+    tool_entries: Vec<String>,
+    users_file: Option<PathBuf>,
+}
+
+impl LiveCatalog {
+    /// Loads the initial catalog; an error here stops startup.
+    pub fn load(
+        tool_entries: Vec<String>,
+        users_file: Option<PathBuf>,
+    ) -> Result<Self, CatalogError> {
+        let catalog = load(&tool_entries, users_file.as_deref())?;
+        Ok(Self::with_catalog(catalog, tool_entries, users_file))
+    }
+
+    /// A live catalog around an already built snapshot (tests, benchmarks).
+    pub fn with_catalog(
+        catalog: Catalog,
+        tool_entries: Vec<String>,
+        users_file: Option<PathBuf>,
+    ) -> Self {
+        let status = ReloadStatus {
+            generation: 1,
+            tools: catalog.tools().len(),
+            users: catalog.users().len(),
+            last_error: None,
+        };
+        Self {
+            current: ArcSwap::from_pointee(catalog),
+            status: RwLock::new(status),
+            tool_entries,
+            users_file,
+        }
+    }
+
+    /// The current snapshot; holding it keeps one consistent view for a whole request.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        self.current.load_full()
+    }
+
+    pub fn status(&self) -> ReloadStatus {
+        self.status.read().expect("status lock").clone()
+    }
+
+    /// Reloads from the files: swaps in the new catalog, or keeps the old one and records
+    /// the error. Blocking (runs introspection).
+    pub fn reload(&self) -> Result<(), String> {
+        match load(&self.tool_entries, self.users_file.as_deref()) {
+            Ok(catalog) => {
+                let mut status = self.status.write().expect("status lock");
+                status.generation += 1;
+                status.tools = catalog.tools().len();
+                status.users = catalog.users().len();
+                status.last_error = None;
+                self.current.store(Arc::new(catalog));
+                tracing::info!(
+                    tools = status.tools,
+                    users = status.users,
+                    "catalog reloaded"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let message = e.to_string();
+                tracing::error!(error = %message, "catalog reload failed; keeping the last good catalog");
+                self.status.write().expect("status lock").last_error = Some(message.clone());
+                Err(message)
+            }
+        }
+    }
+
+    /// What the watcher compares: every file the settings name, with size and mtime.
+    /// Directory and glob listings are re-expanded, so added and removed files count.
+    pub fn fingerprint(&self) -> Vec<(PathBuf, Option<(SystemTime, u64)>)> {
+        let mut files: Vec<PathBuf> = Vec::new();
+        for entry in &self.tool_entries {
+            match mcc_catalog::load::expand(entry) {
+                Ok(paths) => files.extend(paths),
+                Err(_) => files.push(PathBuf::from(entry)),
+            }
+        }
+        files.extend(self.users_file.iter().cloned());
+        files
+            .into_iter()
+            .map(|p| {
+                let meta = std::fs::metadata(&p)
+                    .ok()
+                    .and_then(|m| Some((m.modified().ok()?, m.len())));
+                (p, meta)
+            })
+            .collect()
+    }
+}
+
+/// Polls the files every `interval` and reloads on any change, until `stop` fires.
+pub async fn watch(
+    live: Arc<LiveCatalog>,
+    interval: Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let mut seen = {
+        let live = live.clone();
+        tokio::task::spawn_blocking(move || live.fingerprint())
+            .await
+            .unwrap_or_default()
+    };
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        let live2 = live.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || live2.fingerprint()).await else {
+            continue;
+        };
+        if now == seen {
+            continue;
+        }
+        seen = now;
+        let live2 = live.clone();
+        let _ = tokio::task::spawn_blocking(move || live2.reload()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn users_file_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = write(
+            dir.path(),
+            "u.yaml",
+            "users:\n  - username: alice\n    email: a@x\n    groups: [admin]\n  - username: bob\n    tools: [ops.t]\n    api_keys: []\n",
+        );
+        let users = load_users(&ok).unwrap();
+        assert_eq!(users[0].username, "alice");
+        assert_eq!(users[1].tools, vec!["ops.t"]);
+
+        let dup = write(
+            dir.path(),
+            "d.yaml",
+            "users:\n  - username: a\n  - username: a\n",
+        );
+        let e = load_users(&dup).unwrap_err().to_string();
+        assert!(e.contains("d.yaml") && e.contains("users[1]"), "{e}");
+
+        let unknown = write(
+            dir.path(),
+            "x.yaml",
+            "users:\n  - username: a\n    grups: [x]\n",
+        );
+        let e = load_users(&unknown).unwrap_err().to_string();
+        assert!(e.contains("x.yaml") && e.contains("grups"), "{e}");
+    }
+
+    #[test]
+    fn broken_edit_keeps_last_good_catalog() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = write(
+            dir.path(),
+            "t.yaml",
+            "tools:\n  - name: one\n    exec: echo 1\n",
+        );
+        let live = LiveCatalog::load(vec![file.display().to_string()], None).unwrap();
+        assert!(live.snapshot().tool("one").is_some());
+        let before = live.fingerprint();
+
+        std::fs::write(&file, "tools:\n  - name: two\n    exec: [broken\n").unwrap();
+        assert_ne!(live.fingerprint(), before);
+        let e = live.reload().unwrap_err();
+        assert!(e.contains("t.yaml"), "{e}");
+        assert!(live.snapshot().tool("one").is_some());
+        assert_eq!(live.status().last_error.as_deref(), Some(e.as_str()));
+
+        std::fs::write(&file, "tools:\n  - name: two\n    exec: echo 2\n").unwrap();
+        live.reload().unwrap();
+        assert!(live.snapshot().tool("two").is_some());
+        assert!(live.snapshot().tool("one").is_none());
+        assert_eq!(live.status().generation, 2);
+        assert!(live.status().last_error.is_none());
+    }
+}

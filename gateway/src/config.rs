@@ -1,0 +1,517 @@
+//! The gateway's settings: one YAML file (`--config` / `MCC_SETTINGS_FILE`) plus `MCC_*`
+//! environment overrides, validated up front so a bad setting stops startup with a message
+//! naming it. Every key is documented in `docs/configuration.md`.
+//!
+//! This module only reads and checks settings; building runtime state from them is the job
+//! of [`crate::app`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The default env floor: the only gateway variables a tool sees without passthrough.
+pub const DEFAULT_ENV_FLOOR: [&str; 10] = [
+    "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ", "TERM", "SHELL",
+];
+
+/// All settings. Field names are the YAML keys.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub server: ServerSettings,
+    /// Auth backend: `dev-admin`, `dev-public`, `jwt` or `api_key`.
+    pub auth: AuthBackend,
+    /// Tool files, directories or globs (file mode).
+    pub tools: Vec<String>,
+    /// The users YAML file (`users:` list) of file mode; none means no catalog users.
+    pub users_file: Option<PathBuf>,
+    pub session: SessionSettings,
+    /// Names of the gateway's environment every tool inherits.
+    pub env_floor: Vec<String>,
+    /// Keep full Python tracebacks in fn tool errors.
+    pub debug: bool,
+    /// How often tool and users files are checked for edits, in milliseconds.
+    pub reload_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+    /// Results longer than this many bytes are cut.
+    pub response_max_size: usize,
+    /// Largest accepted POST body on `/mcp`, in bytes.
+    pub max_request_body: usize,
+    /// `Host` header values `/mcp` accepts (`name` or `name:port`); empty accepts any.
+    pub allowed_hosts: Vec<String>,
+    /// Issue `Mcp-Session-Id` sessions to clients of protocol versions before 2026-07-28.
+    pub legacy_sessions: bool,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub enum AuthBackend {
+    #[serde(rename = "dev-admin")]
+    DevAdmin,
+    #[serde(rename = "dev-public")]
+    DevPublic,
+    #[serde(rename = "jwt")]
+    Jwt,
+    #[serde(rename = "api_key")]
+    ApiKey,
+}
+
+impl AuthBackend {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthBackend::DevAdmin => "dev-admin",
+            AuthBackend::DevPublic => "dev-public",
+            AuthBackend::Jwt => "jwt",
+            AuthBackend::ApiKey => "api_key",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionBackend {
+    Memory,
+    Redis,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionSettings {
+    pub backend: SessionBackend,
+    /// Redis URL (`redis://` or `rediss://`); required when `backend` is `redis`.
+    pub redis_url: Option<String>,
+    /// Lifetime of session variables, handles and MCP sessions, in seconds.
+    pub ttl_seconds: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            server: ServerSettings::default(),
+            auth: AuthBackend::DevAdmin,
+            tools: vec!["examples/".into()],
+            users_file: None,
+            session: SessionSettings::default(),
+            env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
+            debug: false,
+            reload_interval_ms: 1000,
+        }
+    }
+}
+
+impl Default for ServerSettings {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8000,
+            response_max_size: 5_000_000,
+            max_request_body: 4 * 1024 * 1024,
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            legacy_sessions: true,
+        }
+    }
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            backend: SessionBackend::Memory,
+            redis_url: None,
+            ttl_seconds: 24 * 60 * 60,
+        }
+    }
+}
+
+/// A setting that cannot be used; the message names the file or variable and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: {key}: {message}")]
+    Invalid {
+        origin: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// How an environment variable overrides a key.
+#[derive(Clone, Copy)]
+enum EnvKind {
+    /// A YAML scalar (`8000`, `true`, `redis`).
+    Scalar,
+    /// A `;`-separated list.
+    List,
+}
+
+/// Environment overrides: variable, key path, kind. Applied in this order.
+const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
+    ("MCC_SERVER__HOST", &["server", "host"], EnvKind::Scalar),
+    ("MCC_SERVER__PORT", &["server", "port"], EnvKind::Scalar),
+    (
+        "MCC_SERVER__RESPONSE_MAX_SIZE",
+        &["server", "response_max_size"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SERVER__MAX_REQUEST_BODY",
+        &["server", "max_request_body"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SERVER__ALLOWED_HOSTS",
+        &["server", "allowed_hosts"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_SERVER__LEGACY_SESSIONS",
+        &["server", "legacy_sessions"],
+        EnvKind::Scalar,
+    ),
+    ("MCC_AUTH", &["auth"], EnvKind::Scalar),
+    ("MCC_TOOL_FILES", &["tools"], EnvKind::List),
+    ("MCC_USERS_FILE", &["users_file"], EnvKind::Scalar),
+    (
+        "MCC_SESSION__BACKEND",
+        &["session", "backend"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__TTL_SECONDS",
+        &["session", "ttl_seconds"],
+        EnvKind::Scalar,
+    ),
+    ("MCC_ENV_FLOOR", &["env_floor"], EnvKind::List),
+    ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
+    (
+        "MCC_RELOAD_INTERVAL_MS",
+        &["reload_interval_ms"],
+        EnvKind::Scalar,
+    ),
+];
+
+/// The settings file named by `--config` or else `MCC_SETTINGS_FILE`, if any.
+pub fn settings_path(
+    flag: Option<PathBuf>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<PathBuf> {
+    flag.or_else(|| {
+        env("MCC_SETTINGS_FILE")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// Loads settings: defaults, then the file (if any), then environment overrides, then
+/// `REDIS_URL` (which selects the Redis session backend unless one is set explicitly).
+pub fn load(
+    file: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigError> {
+    let mut tree = Value::Object(Default::default());
+    let mut origin = "defaults".to_string();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        tree = parse_yaml(&text).map_err(|message| ConfigError::Invalid {
+            origin: path.display().to_string(),
+            key: "(file)".into(),
+            message,
+        })?;
+        origin = path.display().to_string();
+    }
+    let mut env_origin = Vec::new();
+    for (var, path, kind) in ENV_OVERRIDES {
+        if let Some(raw) = env(var) {
+            set_path(&mut tree, path, env_value(&raw, *kind));
+            env_origin.push(*var);
+        }
+    }
+    apply_redis_url(&mut tree, env("REDIS_URL"), &mut env_origin);
+    if !env_origin.is_empty() {
+        origin = format!("{origin} + environment ({})", env_origin.join(", "));
+    }
+    let settings: Settings =
+        serde_path_to_error::deserialize(tree).map_err(|e| ConfigError::Invalid {
+            origin: origin.clone(),
+            key: key_name(&e.path().to_string()),
+            message: e.inner().to_string(),
+        })?;
+    validate(&settings).map_err(|(key, message)| ConfigError::Invalid {
+        origin,
+        key: key.into(),
+        message,
+    })?;
+    Ok(settings)
+}
+
+fn parse_yaml(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    let value: Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+    match value {
+        Value::Object(_) => Ok(value),
+        Value::Null => Ok(Value::Object(Default::default())),
+        other => Err(format!("expected a mapping of settings, got {other}")),
+    }
+}
+
+fn key_name(path: &str) -> String {
+    if path.is_empty() || path == "." {
+        "(top level)".into()
+    } else {
+        path.to_string()
+    }
+}
+
+fn env_value(raw: &str, kind: EnvKind) -> Value {
+    match kind {
+        EnvKind::List => Value::Array(
+            raw.split(';')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(Value::from)
+                .collect(),
+        ),
+        EnvKind::Scalar => scalar(raw),
+    }
+}
+
+/// An environment value as YAML would type it: numbers and booleans, else the string.
+fn scalar(raw: &str) -> Value {
+    let trimmed = raw.trim();
+    if let Ok(n) = trimmed.parse::<u64>() {
+        return Value::from(n);
+    }
+    match trimmed {
+        "true" | "True" | "TRUE" => Value::Bool(true),
+        "false" | "False" | "FALSE" => Value::Bool(false),
+        _ => Value::from(trimmed),
+    }
+}
+
+fn set_path(tree: &mut Value, path: &[&str], value: Value) {
+    let mut node = tree;
+    for (i, key) in path.iter().enumerate() {
+        if !node.is_object() {
+            *node = Value::Object(Default::default());
+        }
+        let map = node.as_object_mut().expect("made an object above");
+        if i + 1 == path.len() {
+            map.insert(key.to_string(), value);
+            return;
+        }
+        node = map
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+}
+
+/// `REDIS_URL` sets `session.redis_url` (unless given) and selects the Redis backend
+/// (unless a backend is given).
+fn apply_redis_url(tree: &mut Value, redis_url: Option<String>, used: &mut Vec<&'static str>) {
+    let Some(url) = redis_url.filter(|u| !u.is_empty()) else {
+        return;
+    };
+    let session = tree.get("session");
+    let has_url = session.and_then(|s| s.get("redis_url")).is_some();
+    let has_backend = session.and_then(|s| s.get("backend")).is_some();
+    if !has_url {
+        set_path(tree, &["session", "redis_url"], Value::from(url));
+    }
+    if !has_backend {
+        set_path(tree, &["session", "backend"], Value::from("redis"));
+    }
+    used.push("REDIS_URL");
+}
+
+/// Checks that need more than a type: ranges, required companions, URL schemes.
+fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
+    if s.server.response_max_size == 0 {
+        return Err(("server.response_max_size", "must be greater than 0".into()));
+    }
+    if s.server.max_request_body == 0 {
+        return Err(("server.max_request_body", "must be greater than 0".into()));
+    }
+    if s.session.ttl_seconds == 0 {
+        return Err(("session.ttl_seconds", "must be greater than 0".into()));
+    }
+    if s.reload_interval_ms == 0 {
+        return Err(("reload_interval_ms", "must be greater than 0".into()));
+    }
+    if s.tools.is_empty() {
+        return Err((
+            "tools",
+            "no tool files, directories or globs given (set `tools` or MCC_TOOL_FILES)".into(),
+        ));
+    }
+    if s.server.host.parse::<std::net::IpAddr>().is_err() {
+        return Err((
+            "server.host",
+            format!("'{}' is not an IP address to bind to", s.server.host),
+        ));
+    }
+    if let Some(bad) = s.env_floor.iter().find(|n| !is_env_name(n)) {
+        return Err((
+            "env_floor",
+            format!("'{bad}' is not an environment variable name"),
+        ));
+    }
+    match (s.session.backend, s.session.redis_url.as_deref()) {
+        (SessionBackend::Redis, None) => Err((
+            "session.redis_url",
+            "required when session.backend is redis (or set REDIS_URL)".into(),
+        )),
+        (_, Some(url)) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => Err((
+            "session.redis_url",
+            "must start with redis:// or rediss://".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Settings {
+    /// The address to bind.
+    pub fn bind_addr(&self) -> SocketAddr {
+        let ip = self
+            .server
+            .host
+            .parse()
+            .expect("server.host is checked at load time");
+        SocketAddr::new(ip, self.server.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(f.path(), text).unwrap();
+        f
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_default() {
+        let s = load(None, &env(&[])).unwrap();
+        assert_eq!(s, Settings::default());
+        assert_eq!(s.bind_addr().to_string(), "127.0.0.1:8000");
+        assert_eq!(s.server.response_max_size, 5_000_000);
+        assert_eq!(s.session.ttl_seconds, 86_400);
+        assert_eq!(s.tools, vec!["examples/"]);
+        assert_eq!(s.auth, AuthBackend::DevAdmin);
+        assert_eq!(s.env_floor.len(), 10);
+    }
+
+    #[test]
+    fn file_then_environment() {
+        let f =
+            write("server:\n  port: 9000\n  host: 0.0.0.0\nauth: dev-public\ntools: [a.yaml]\n");
+        let s = load(
+            Some(f.path()),
+            &env(&[
+                ("MCC_SERVER__PORT", "9100"),
+                ("MCC_TOOL_FILES", "x.yaml; dir/ ;"),
+                ("MCC_ENV_FLOOR", "PATH;HOME"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.server.port, 9100);
+        assert_eq!(s.server.host, "0.0.0.0");
+        assert_eq!(s.auth, AuthBackend::DevPublic);
+        assert_eq!(s.tools, vec!["x.yaml", "dir/"]);
+        assert_eq!(s.env_floor, vec!["PATH", "HOME"]);
+    }
+
+    #[test]
+    fn redis_url_selects_redis_sessions() {
+        let s = load(None, &env(&[("REDIS_URL", "redis://127.0.0.1:6379")])).unwrap();
+        assert_eq!(s.session.backend, SessionBackend::Redis);
+        assert_eq!(
+            s.session.redis_url.as_deref(),
+            Some("redis://127.0.0.1:6379")
+        );
+        let f = write("session:\n  backend: memory\n");
+        let s = load(Some(f.path()), &env(&[("REDIS_URL", "redis://h")])).unwrap();
+        assert_eq!(s.session.backend, SessionBackend::Memory);
+    }
+
+    #[test]
+    fn bad_settings_name_the_key() {
+        let f = write("server:\n  prot: 1\n");
+        let e = load(Some(f.path()), &env(&[])).unwrap_err().to_string();
+        assert!(e.contains("server") && e.contains("prot"), "{e}");
+
+        let e = load(None, &env(&[("MCC_SERVER__PORT", "http")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("server.port") && e.contains("MCC_SERVER__PORT"),
+            "{e}"
+        );
+
+        let e = load(None, &env(&[("MCC_AUTH", "oauth")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("auth") && e.contains("oauth"), "{e}");
+
+        let e = load(None, &env(&[("MCC_SESSION__BACKEND", "redis")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("session.redis_url"), "{e}");
+
+        let e = load(None, &env(&[("MCC_ENV_FLOOR", "PATH;BAD-NAME")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("env_floor") && e.contains("BAD-NAME"), "{e}");
+
+        let e = load(Some(Path::new("/nonexistent/mcc.yaml")), &env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/nonexistent/mcc.yaml"), "{e}");
+    }
+
+    #[test]
+    fn settings_file_from_flag_or_env() {
+        assert_eq!(
+            settings_path(None, &env(&[("MCC_SETTINGS_FILE", "s.yaml")])),
+            Some(PathBuf::from("s.yaml"))
+        );
+        assert_eq!(
+            settings_path(
+                Some("f.yaml".into()),
+                &env(&[("MCC_SETTINGS_FILE", "s.yaml")])
+            ),
+            Some(PathBuf::from("f.yaml"))
+        );
+    }
+}

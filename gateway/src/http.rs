@@ -1,0 +1,124 @@
+//! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
+//! `/healthz`, `/readyz` (catalog and session store, JSON detail) and `/metrics`, with
+//! request tracing and request metrics as tower layers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tower_http::trace::TraceLayer;
+
+use crate::config::ServerSettings;
+use crate::identity::{self, Authenticator};
+use crate::mcp::{McpServer, Shared};
+
+/// Everything the probes and `/mcp` need.
+#[derive(Clone)]
+pub struct HttpState {
+    pub shared: Arc<Shared>,
+}
+
+/// How `/mcp` is served.
+pub struct McpOptions<'a> {
+    pub server: &'a ServerSettings,
+    /// The cross-replica registry of legacy MCP sessions (Redis), if any.
+    pub registry: Option<Arc<dyn McpSessionStore>>,
+    pub shutdown: CancellationToken,
+}
+
+fn mcp_service(
+    shared: Arc<Shared>,
+    options: McpOptions<'_>,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(options.server.legacy_sessions)
+        .with_max_request_body_bytes(options.server.max_request_body)
+        .with_cancellation_token(options.shutdown.child_token());
+    config = if options.server.allowed_hosts.is_empty() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(options.server.allowed_hosts.clone())
+    };
+    config.session_store = options.registry;
+    StreamableHttpService::new(
+        move || Ok(McpServer::new(shared.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    )
+}
+
+/// The whole router.
+pub fn router(shared: Arc<Shared>, auth: Authenticator, options: McpOptions<'_>) -> Router {
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp_service(shared.clone(), options))
+        .layer(middleware::from_fn_with_state(auth, identity::layer));
+    let state = HttpState { shared };
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state.clone())
+        .merge(mcp)
+        .layer(middleware::from_fn_with_state(state, track))
+        .layer(TraceLayer::new_for_http())
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready when a catalog is loaded and the session store answers. The detail names the
+/// file and error of a failed reload (the last good catalog is still served).
+async fn readyz(State(state): State<HttpState>) -> Response {
+    let catalog = state.shared.catalog.status();
+    let store = state.shared.sessions.ping().await;
+    let ready = catalog.generation > 0 && store.is_ok();
+    let body = json!({
+        "ready": ready,
+        "catalog": catalog,
+        "session_store": {
+            "backend": state.shared.sessions.backend_name(),
+            "ok": store.is_ok(),
+            "error": store.err().map(|e| e.to_string()),
+        },
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics(State(state): State<HttpState>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.shared.metrics.render(),
+    )
+        .into_response()
+}
+
+/// Counts requests and their latency by path and status.
+async fn track(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    state
+        .shared
+        .metrics
+        .http_request(&path, response.status().as_u16(), started.elapsed());
+    response
+}

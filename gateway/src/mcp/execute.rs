@@ -1,0 +1,231 @@
+//! The `execute` tool, top to bottom: look up → authorize → ask for missing params →
+//! validate → assemble context → run → shape the result → write back (fn tools) → limit
+//! the size. Every rule is `mcc_catalog`'s; every run is the engine's.
+
+use std::time::Instant;
+
+use mcc_catalog::context;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, InputResponses};
+use rmcp::service::RequestContext;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::ask::{self, Asked};
+use super::state::Scope;
+use super::text;
+use super::{CallCtx, Shared};
+use crate::exec::{Call, Outcome};
+
+/// The arguments of `execute`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteArgs {
+    pub key: String,
+    #[serde(default)]
+    pub params: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+/// A normal (non-error) text result, as the reference returns its notices.
+fn notice(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::success(vec![ContentBlock::text(text.into())]).into()
+}
+
+fn failure(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text.into())]).into()
+}
+
+pub async fn execute(
+    shared: &Shared,
+    call: &CallCtx,
+    args: ExecuteArgs,
+    ctx: &RequestContext<RoleServer>,
+    answers: Option<&InputResponses>,
+) -> CallToolResponse {
+    let started = Instant::now();
+    let key = args.key.as_str();
+    let (outcome_label, response) = run(shared, call, &args, ctx, answers).await;
+    shared
+        .metrics
+        .tool_call(key, outcome_label, started.elapsed());
+    tracing::info!(
+        user = call.caller.username(),
+        tool = key,
+        outcome = outcome_label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "execute completed"
+    );
+    response
+}
+
+async fn run(
+    shared: &Shared,
+    call: &CallCtx,
+    args: &ExecuteArgs,
+    ctx: &RequestContext<RoleServer>,
+    answers: Option<&InputResponses>,
+) -> (&'static str, CallToolResponse) {
+    let key = args.key.as_str();
+    let catalog = shared.catalog.snapshot();
+    let Some(tool) = catalog.tool(key) else {
+        tracing::warn!(tool = key, "execute: unknown tool");
+        return ("unknown", notice(text::unknown_tool(key)));
+    };
+    let user = call.caller.user();
+    if !tool.allows(user) {
+        tracing::warn!(
+            user = call.caller.username(),
+            tool = key,
+            "execute: access denied"
+        );
+        return ("unauthorized", notice(text::UNAUTHORIZED));
+    }
+
+    let given = args.params.clone().unwrap_or_default();
+    let given = match ask::missing_params(tool, key, given, ctx, answers).await {
+        Asked::Proceed(p) => p,
+        Asked::Cancelled => return ("cancelled", notice(text::CANCELLED)),
+        Asked::InputRequired(r) => return ("input_required", r.into()),
+    };
+    let params = match mcc_catalog::params::validate(tool, &given) {
+        Ok(p) => p,
+        Err(e) => return ("invalid", notice(text::validation_error(key, &e))),
+    };
+
+    let scope = match shared.scope(call, args.session.as_deref()).await {
+        Ok(s) => s,
+        Err(message) => return ("error", failure(message)),
+    };
+    let stored = match shared.sessions.vars(&scope).await {
+        Ok(v) => v,
+        Err(e) => {
+            shared.metrics.store_error("vars");
+            return ("error", failure(e.to_string()));
+        }
+    };
+    let context = context::assemble(user, &stored);
+
+    let execution = match shared
+        .engine
+        .execute(Call {
+            tool,
+            params,
+            context,
+            caller: call.caller.username(),
+        })
+        .await
+    {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(tool = key, error = %e, "execute: could not run the tool");
+            return (
+                "error",
+                failure(format!("Error calling tool 'execute': {e}")),
+            );
+        }
+    };
+
+    let label = match execution.outcome {
+        Outcome::Success(_) => "success",
+        Outcome::Failure { .. } => "failure",
+    };
+    if let (Outcome::Success(_), Some(left)) = (&execution.outcome, &execution.write_back)
+        && tool.kind.is_fn()
+    {
+        write_back(shared, call, &scope, key, left).await;
+    }
+    (
+        label,
+        shape(&execution.outcome, shared.response_max_size).into(),
+    )
+}
+
+/// Replaces the scope's variables with what an fn tool left in its context. Invalid keys
+/// reject the whole write-back (logged); the tool's result is returned either way.
+async fn write_back(
+    shared: &Shared,
+    call: &CallCtx,
+    scope: &Scope,
+    key: &str,
+    left: &Map<String, Value>,
+) {
+    match context::sanitize_write_back(left) {
+        Ok(vars) => {
+            if let Err(e) = shared.sessions.replace(scope, &vars).await {
+                shared.metrics.store_error("replace");
+                tracing::error!(tool = key, error = %e, "execute: write-back failed");
+            }
+        }
+        Err(e) => tracing::warn!(
+            user = call.caller.username(),
+            tool = key,
+            "execute: rejected context write-back ({e}); no session vars written"
+        ),
+    }
+}
+
+/// The tool result as the client sees it: a string as is, `null` as no content, an
+/// object as compact JSON text plus structured content, anything else (lists, numbers,
+/// the failure triple) as compact JSON text; cut at the response limit.
+fn shape(outcome: &Outcome, limit: usize) -> CallToolResult {
+    if let Outcome::Success(Value::Null) = outcome {
+        return CallToolResult::success(vec![]);
+    }
+    let full = outcome.to_text();
+    let full_len = full.len();
+    let text = text::limit_response(full, limit);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+    if let Outcome::Success(Value::Object(obj)) = outcome
+        && text.len() == full_len
+    {
+        result.structured_content = Some(Value::Object(obj.clone()));
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn text_of(r: &CallToolResult) -> Vec<String> {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn shapes_results_like_the_reference() {
+        let r = shape(&Outcome::Success(json!("hello\n")), 100);
+        assert_eq!(text_of(&r), vec!["hello\n"]);
+        assert!(r.structured_content.is_none());
+        let r = shape(&Outcome::Success(json!({"a": 1, "b": [1, 2]})), 100);
+        assert_eq!(text_of(&r), vec!["{\"a\":1,\"b\":[1,2]}"]);
+        assert_eq!(r.structured_content, Some(json!({"a": 1, "b": [1, 2]})));
+        assert!(
+            shape(&Outcome::Success(Value::Null), 100)
+                .content
+                .is_empty()
+        );
+        let fail = Outcome::Failure {
+            code: 3,
+            stdout: "out\n".into(),
+            stderr: "err\n".into(),
+        };
+        assert_eq!(
+            text_of(&shape(&fail, 100)),
+            vec!["[3,\"out\\n\",\"err\\n\"]"]
+        );
+        assert_eq!(shape(&fail, 100).is_error, Some(false));
+    }
+
+    #[test]
+    fn large_results_are_cut() {
+        let r = shape(&Outcome::Success(json!("x".repeat(1000))), 100);
+        let t = &text_of(&r)[0];
+        assert!(t.len() <= 100 && t.ends_with(text::TRUNCATED), "{t}");
+    }
+}

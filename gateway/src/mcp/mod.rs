@@ -1,0 +1,354 @@
+//! The MCP server: the tools (`search`, `execute`, `whoami`, `describe_tools`,
+//! `set_session`, `get_session`, `new_session`) and prompts agents call, over rmcp.
+//!
+//! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
+//! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
+//! - [`state`]: session variables; [`legacy_sessions`]: the cross-replica MCP session
+//!   registry.
+//!
+//! The caller comes from the request extensions (put there by [`crate::identity`]); this
+//! module never looks at credentials.
+
+pub mod ask;
+pub mod execute;
+pub mod legacy_sessions;
+pub mod state;
+pub mod surface;
+pub mod text;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::catalog::LiveCatalog;
+use crate::exec::Engine;
+use crate::identity::Caller;
+use crate::metrics::Metrics;
+use state::{DEFAULT_HANDLE, Scope, SessionStore};
+
+/// The server name clients see (the reference's).
+pub const SERVER_NAME: &str = "model-context-catalog (mcc)";
+
+/// What every MCP request handler shares.
+pub struct Shared {
+    /// The catalog snapshot source.
+    pub catalog: Arc<LiveCatalog>,
+    /// Session variables and handles.
+    pub sessions: SessionStore,
+    /// Runs tools.
+    pub engine: Engine,
+    pub metrics: Metrics,
+    /// Results longer than this many bytes are cut.
+    pub response_max_size: usize,
+}
+
+/// Who is calling and from which MCP session (legacy clients only).
+pub struct CallCtx {
+    pub caller: Caller,
+    pub mcp_session: Option<String>,
+}
+
+impl CallCtx {
+    fn from_request(ctx: &RequestContext<RoleServer>) -> Self {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        // No caller in the extensions means no auth layer ran: treat as anonymous.
+        let caller = parts
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned()
+            .unwrap_or_default();
+        let mcp_session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Self {
+            caller,
+            mcp_session,
+        }
+    }
+}
+
+impl Shared {
+    /// The session scope of a call: an explicit handle (must be one this user minted),
+    /// else the MCP session id, else the caller's default bucket.
+    pub async fn scope(&self, call: &CallCtx, handle: Option<&str>) -> Result<Scope, String> {
+        let username = call.caller.username().to_string();
+        if let Some(handle) = handle {
+            let scope = Scope {
+                handle: handle.to_string(),
+                username,
+            };
+            return match self.sessions.handle_valid(&scope).await {
+                Ok(true) => Ok(scope),
+                Ok(false) => Err(format!(
+                    "Unknown or expired session '{handle}': call new_session() for a new handle, or omit `session`."
+                )),
+                Err(e) => {
+                    self.metrics.store_error("handle");
+                    Err(e.to_string())
+                }
+            };
+        }
+        let handle = call
+            .mcp_session
+            .clone()
+            .unwrap_or_else(|| DEFAULT_HANDLE.to_string());
+        Ok(Scope { handle, username })
+    }
+}
+
+/// The rmcp handler; one per MCP session or stateless request, all sharing [`Shared`].
+#[derive(Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+}
+
+impl McpServer {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+}
+
+fn text_result(tool: &str, text: String) -> CallToolResponse {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text.clone())]);
+    if surface::wraps_result(tool) {
+        result.structured_content = Some(serde_json::json!({ "result": text }));
+    }
+    result.into()
+}
+
+fn error_result(text: String) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text)]).into()
+}
+
+fn parse<T: DeserializeOwned>(
+    tool: &str,
+    args: &Map<String, Value>,
+) -> Result<T, CallToolResponse> {
+    serde_json::from_value(Value::Object(args.clone()))
+        .map_err(|e| error_result(format!("Invalid arguments for tool '{tool}': {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    min_score: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DescribeArgs {
+    #[serde(default)]
+    groups: Option<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetArgs {
+    name: String,
+    value: Value,
+    #[serde(default)]
+    session: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetArgs {
+    name: String,
+    #[serde(default)]
+    session: Option<String>,
+}
+
+impl McpServer {
+    async fn dispatch(
+        &self,
+        request: &CallToolRequestParams,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call = CallCtx::from_request(ctx);
+        let args = request.arguments.clone().unwrap_or_default();
+        let name = request.name.as_ref();
+        let result = match name {
+            "search" => parse::<SearchArgs>(name, &args).map(|a| self.search(&call, a)),
+            "describe_tools" => parse::<DescribeArgs>(name, &args).map(|a| {
+                let catalog = self.shared.catalog.snapshot();
+                let groups = a.groups.unwrap_or_default();
+                text_result(
+                    name,
+                    text::describe_tools(&catalog, call.caller.user(), &groups),
+                )
+            }),
+            "whoami" => parse::<NoArgs>(name, &args).map(|_| {
+                let catalog = self.shared.catalog.snapshot();
+                text_result(name, text::whoami(&catalog, call.caller.user()))
+            }),
+            "set_session" => match parse::<SetArgs>(name, &args) {
+                Ok(_) if !args.contains_key("value") => Err(error_result(
+                    "Invalid arguments for tool 'set_session': missing field `value`".into(),
+                )),
+                Ok(a) => Ok(self.set_session(&call, a).await),
+                Err(e) => Err(e),
+            },
+            "get_session" => match parse::<GetArgs>(name, &args) {
+                Ok(a) => Ok(self.get_session(&call, a).await),
+                Err(e) => Err(e),
+            },
+            "new_session" => match parse::<NoArgs>(name, &args) {
+                Ok(_) => Ok(self.new_session(&call).await),
+                Err(e) => Err(e),
+            },
+            "execute" => match parse::<execute::ExecuteArgs>(name, &args) {
+                Ok(a) => Ok(execute::execute(
+                    &self.shared,
+                    &call,
+                    a,
+                    ctx,
+                    request.input_responses.as_ref(),
+                )
+                .await),
+                Err(e) => Err(e),
+            },
+            other => {
+                return Err(McpError::invalid_params(
+                    format!("Unknown tool: {other}"),
+                    None,
+                ));
+            }
+        };
+        self.shared.metrics.mcp_call(name);
+        Ok(result.unwrap_or_else(|e| e))
+    }
+
+    fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
+        let started = Instant::now();
+        let catalog = self.shared.catalog.snapshot();
+        let hits = crate::search::search(&catalog, &args.query, call.caller.user(), args.min_score);
+        let out = text::search_results(hits);
+        self.shared.metrics.search(started.elapsed());
+        text_result("search", out)
+    }
+
+    async fn set_session(&self, call: &CallCtx, args: SetArgs) -> CallToolResponse {
+        if let Err(e) = mcc_catalog::context::check_writable(&args.name) {
+            return text_result("set_session", e.to_string());
+        }
+        let scope = match self.shared.scope(call, args.session.as_deref()).await {
+            Ok(s) => s,
+            Err(message) => return error_result(message),
+        };
+        match self
+            .shared
+            .sessions
+            .set(&scope, &args.name, &args.value)
+            .await
+        {
+            Ok(()) => text_result("set_session", format!("Set '{}'.", args.name)),
+            Err(e) => {
+                self.shared.metrics.store_error("set");
+                error_result(e.to_string())
+            }
+        }
+    }
+
+    async fn get_session(&self, call: &CallCtx, args: GetArgs) -> CallToolResponse {
+        let scope = match self.shared.scope(call, args.session.as_deref()).await {
+            Ok(s) => s,
+            Err(message) => return error_result(message),
+        };
+        let stored = match self.shared.sessions.vars(&scope).await {
+            Ok(v) => v,
+            Err(e) => {
+                self.shared.metrics.store_error("vars");
+                return error_result(e.to_string());
+            }
+        };
+        let context = mcc_catalog::context::assemble(call.caller.user(), &stored);
+        let value = context.get(&args.name).cloned().unwrap_or(Value::Null);
+        text_result("get_session", text::py_json(&value))
+    }
+
+    async fn new_session(&self, call: &CallCtx) -> CallToolResponse {
+        match self
+            .shared
+            .sessions
+            .mint_handle(call.caller.username())
+            .await
+        {
+            Ok(handle) => text_result("new_session", handle),
+            Err(e) => {
+                self.shared.metrics.store_error("mint");
+                error_result(e.to_string())
+            }
+        }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(surface::tools().to_vec()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        surface::tool(name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let caller = CallCtx::from_request(&context).caller;
+        tracing::info!(user = caller.username(), tool = %request.name, "tool call");
+        self.dispatch(&request, &context).await
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(
+            surface::prompts().to_vec(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        surface::render_prompt(&request.name, &args)
+            .map(Into::into)
+            .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+}

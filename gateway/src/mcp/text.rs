@@ -1,0 +1,254 @@
+//! The exact texts the MCP tools return (reference MCC 0.4.0 strings), as pure functions
+//! of the catalog, the caller and the inputs.
+
+use mcc_catalog::{Tool, User};
+use serde_json::Value;
+
+use crate::catalog::Catalog;
+
+pub const NO_SEARCH_RESULTS: &str =
+    "No tools matched your query. Try expanding your query or reducing min_score";
+pub const NO_TOOLS: &str = "No tools available.";
+pub const NOT_AUTHENTICATED: &str = "Not authenticated: no user is associated with this session.";
+pub const UNAUTHORIZED: &str = "Unauthorized";
+pub const CANCELLED: &str = "Execution cancelled: required parameters not provided";
+pub const TRUNCATED: &str = "[Response truncated due to size limit]";
+
+pub fn unknown_tool(key: &str) -> String {
+    format!("Unknown tool: {key}")
+}
+
+pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
+    format!("Validation error for tool '{key}': {error}")
+}
+
+/// `[<score:.2f>]\n<signature>` per hit, joined by a blank line; signatures end in `\n`.
+pub fn search_results<'a>(hits: impl IntoIterator<Item = (f64, &'a Tool)>) -> String {
+    let blocks: Vec<String> = hits
+        .into_iter()
+        .map(|(score, tool)| format!("[{score:.2}]\n{}", mcc_catalog::signature(tool)))
+        .collect();
+    if blocks.is_empty() {
+        NO_SEARCH_RESULTS.to_string()
+    } else {
+        blocks.join("\n\n")
+    }
+}
+
+/// Tools the caller may run, filtered to those in all of `groups` (an empty list is no
+/// filter), sorted by key, as `## <key>\n<description>` joined by a blank line.
+pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String]) -> String {
+    let mut tools: Vec<&Tool> = catalog
+        .tools()
+        .iter()
+        .filter(|t| t.allows(user))
+        .filter(|t| groups.iter().all(|g| t.groups.contains(g)))
+        .collect();
+    if tools.is_empty() {
+        return NO_TOOLS.to_string();
+    }
+    tools.sort_by(|a, b| a.key.cmp(&b.key));
+    tools
+        .iter()
+        .map(|t| format!("## {}\n{}", t.key, t.description))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// whoami's four lines (groups in stored order, tools = every accessible key, sorted).
+pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
+    let Some(user) = user else {
+        return NOT_AUTHENTICATED.to_string();
+    };
+    let mut keys: Vec<&str> = catalog
+        .tools()
+        .iter()
+        .filter(|t| t.allows(Some(user)))
+        .map(|t| t.key.as_str())
+        .collect();
+    keys.sort_unstable();
+    let or_none = |s: String| {
+        if s.is_empty() {
+            "(none)".to_string()
+        } else {
+            s
+        }
+    };
+    format!(
+        "username: {}\nemail: {}\ngroups: {}\ntools: {}",
+        user.username,
+        user.email
+            .as_deref()
+            .filter(|e| !e.is_empty())
+            .unwrap_or("(none)"),
+        or_none(user.groups.join(", ")),
+        or_none(keys.join(", "))
+    )
+}
+
+/// Python's `json.dumps` with default arguments: `", "` and `": "` separators, non-ASCII
+/// escaped as `\uXXXX`; what get_session returns.
+pub fn py_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_py_json(value, &mut out);
+    out
+}
+
+fn write_py_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_py_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_py_string(k, out);
+                out.push_str(": ");
+                write_py_json(v, out);
+            }
+            out.push('}');
+        }
+        Value::String(s) => write_py_string(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_py_string(s: &str, out: &mut String) {
+    let escaped = Value::from(s).to_string();
+    for c in escaped.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut buf = [0u16; 2];
+            for unit in c.encode_utf16(&mut buf) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+}
+
+/// Cuts `text` to at most `limit` bytes (on a character boundary) so that, with the
+/// notice appended, the result ends with `[Response truncated due to size limit]`.
+pub fn limit_response(text: String, limit: usize) -> String {
+    if text.len() <= limit {
+        return text;
+    }
+    let suffix = format!("\n\n{TRUNCATED}");
+    let mut cut = limit.saturating_sub(suffix.len());
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{suffix}", &text[..cut])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(key: &str, groups: &[&str], description: &str) -> Tool {
+        serde_json::from_value(json!({
+            "key": key, "name": key.rsplit('.').next().unwrap(), "groups": groups,
+            "description": description, "kind": "exec", "command": "true"
+        }))
+        .unwrap()
+    }
+
+    fn catalog() -> Catalog {
+        Catalog::new(
+            vec![
+                tool("public.b", &["public"], "B."),
+                tool("admin.web.x", &["admin", "web"], "X.\n"),
+                tool("public.a", &["public"], ""),
+                tool("ops.r", &["ops"], "R."),
+            ],
+            vec![],
+        )
+    }
+
+    fn user(name: &str, email: Option<&str>, groups: &[&str], tools: &[&str]) -> User {
+        User {
+            username: name.into(),
+            email: email.map(Into::into),
+            groups: groups.iter().map(|s| s.to_string()).collect(),
+            tools: tools.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn describe_tools_sorted_and_and_filtered() {
+        let c = catalog();
+        assert_eq!(
+            describe_tools(&c, None, &[]),
+            "## public.a\n\n\n## public.b\nB."
+        );
+        let admin = user("root", None, &["admin"], &[]);
+        assert_eq!(
+            describe_tools(&c, Some(&admin), &["admin".into(), "web".into()]),
+            "## admin.web.x\nX.\n"
+        );
+        assert_eq!(
+            describe_tools(&c, Some(&admin), &["admin".into(), "ops".into()]),
+            NO_TOOLS
+        );
+    }
+
+    #[test]
+    fn whoami_lines() {
+        let c = catalog();
+        let alice = user("alice", Some("alice@example.com"), &["osint", "ops"], &[]);
+        assert_eq!(
+            whoami(&c, Some(&alice)),
+            "username: alice\nemail: alice@example.com\ngroups: osint, ops\ntools: ops.r, public.a, public.b"
+        );
+        let bare = user("bob", None, &[], &[]);
+        assert_eq!(
+            whoami(&Catalog::default(), Some(&bare)),
+            "username: bob\nemail: (none)\ngroups: (none)\ntools: (none)"
+        );
+        assert_eq!(whoami(&c, None), NOT_AUTHENTICATED);
+    }
+
+    #[test]
+    fn search_text_format() {
+        let c = catalog();
+        let hits = vec![(1.234, &c.tools()[2]), (0.5, &c.tools()[0])];
+        assert_eq!(
+            search_results(hits),
+            "[1.23]\n## public.a () -> str | (int, str, str)\n\n\n[0.50]\n## public.b () -> str | (int, str, str)\nB.\n"
+        );
+        assert_eq!(search_results(Vec::new()), NO_SEARCH_RESULTS);
+    }
+
+    #[test]
+    fn python_json_dumps() {
+        assert_eq!(py_json(&json!("10.0.0.5")), "\"10.0.0.5\"");
+        assert_eq!(py_json(&json!(1000)), "1000");
+        assert_eq!(py_json(&json!(null)), "null");
+        assert_eq!(py_json(&json!([1, "é"])), "[1, \"\\u00e9\"]");
+        assert_eq!(
+            py_json(&json!({"a": 1, "b": [true]})),
+            "{\"a\": 1, \"b\": [true]}"
+        );
+        assert_eq!(py_json(&json!("😀")), "\"\\ud83d\\ude00\"");
+    }
+
+    #[test]
+    fn truncation_keeps_the_limit_and_ends_with_the_notice() {
+        assert_eq!(limit_response("short".into(), 100), "short");
+        let long = "é".repeat(100);
+        let cut = limit_response(long, 60);
+        assert!(cut.len() <= 60, "{}", cut.len());
+        assert!(cut.ends_with(TRUNCATED));
+    }
+}
