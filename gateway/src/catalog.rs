@@ -238,6 +238,9 @@ impl LiveCatalog {
     }
 }
 
+/// How long files must stay unchanged before a reload.
+const SETTLE: Duration = Duration::from_millis(200);
+
 /// Polls the files every `interval` and reloads on any change, until `stop` fires.
 pub async fn watch(
     live: Arc<LiveCatalog>,
@@ -261,6 +264,20 @@ pub async fn watch(
         };
         if now == seen {
             continue;
+        }
+        // Wait until the files stop changing, so a save in progress (truncate, then
+        // write) is not loaded half-written.
+        let mut now = now;
+        loop {
+            tokio::time::sleep(SETTLE.min(interval)).await;
+            let live2 = live.clone();
+            let Ok(again) = tokio::task::spawn_blocking(move || live2.fingerprint()).await else {
+                break;
+            };
+            if again == now {
+                break;
+            }
+            now = again;
         }
         seen = now;
         let live2 = live.clone();

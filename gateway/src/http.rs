@@ -1,5 +1,5 @@
 //! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
-//! `/healthz`, `/readyz` (catalog and session store, JSON detail) and `/metrics`, with
+//! malformed-body guard ([`crate::jsonrpc_guard`]), `/healthz`, `/readyz` (catalog and session store, JSON detail) and `/metrics`, with
 //! request tracing and request metrics as tower layers.
 
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::config::ServerSettings;
 use crate::identity::{self, Authenticator};
+use crate::jsonrpc_guard::{self, BodyLimit};
 use crate::mcp::{McpServer, Shared};
 
 /// Everything the probes and `/mcp` need.
@@ -59,8 +60,10 @@ fn mcp_service(
 
 /// The whole router.
 pub fn router(shared: Arc<Shared>, auth: Authenticator, options: McpOptions<'_>) -> Router {
+    let limit = BodyLimit(options.server.max_request_body);
     let mcp = Router::new()
         .nest_service("/mcp", mcp_service(shared.clone(), options))
+        .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
         .layer(middleware::from_fn_with_state(auth, identity::layer));
     let state = HttpState { shared };
     Router::new()

@@ -16,6 +16,7 @@ pub mod config;
 pub mod exec;
 pub mod http;
 pub mod identity;
+pub mod jsonrpc_guard;
 pub mod mcp;
 pub mod metrics;
 pub mod search;
