@@ -29,11 +29,17 @@ pub fn is_reserved(name: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NameError {
     #[error(
-        "Invalid name '{0}': must match ^[a-z_][a-z0-9_]*$ (lowercase letters, digits, underscores; not starting with a digit)."
+        "Invalid name {}: must match ^[a-z_][a-z0-9_]*$ (lowercase letters, digits, underscores; not starting with a digit).",
+        crate::pyfmt::repr_str(.0)
     )]
     NotSlug(String),
-    #[error("Cannot set reserved identity key '{0}'.")]
+    #[error("Cannot set reserved identity key {}.", crate::pyfmt::repr_str(.0))]
     Reserved(String),
+}
+
+/// What `set_session` answers once a value is stored: `Set 'name'.`
+pub fn set_confirmation(name: &str) -> String {
+    format!("Set {}.", crate::pyfmt::repr_str(name))
 }
 
 /// The check `set_session` applies to a name.
@@ -48,13 +54,12 @@ pub fn check_writable(name: &str) -> Result<(), NameError> {
 }
 
 /// The identity part of the context: `user` (or `anonymous`), `email` when known,
-/// `groups`, and `tools` (the caller's direct grants, as MCC injects them).
+/// `groups`, and `tools` (the caller's direct grants, as MCC injects them). An anonymous
+/// caller's identity is `user` alone.
 pub fn identity(user: Option<&User>) -> Map<String, Value> {
     let mut id = Map::new();
     let Some(user) = user else {
         id.insert("user".into(), Value::from(ANONYMOUS));
-        id.insert("groups".into(), Value::Array(vec![]));
-        id.insert("tools".into(), Value::Array(vec![]));
         return id;
     };
     id.insert("user".into(), Value::from(user.username.clone()));
@@ -119,6 +124,12 @@ mod tests {
                 .starts_with("Invalid name 'Bad': must match")
         );
         assert_eq!(check_writable("target"), Ok(()));
+        let quoted = check_writable("it's").unwrap_err().to_string();
+        assert!(
+            quoted.starts_with("Invalid name \"it's\": must match"),
+            "{quoted}"
+        );
+        assert_eq!(set_confirmation("target"), "Set 'target'.");
     }
 
     #[test]
@@ -138,7 +149,10 @@ mod tests {
             Value::Object(ctx),
             json!({"user": "alice", "groups": ["osint"], "tools": [], "budget": 1000})
         );
-        assert_eq!(assemble(None, &Map::new())["user"], json!("anonymous"));
+        assert_eq!(
+            Value::Object(assemble(None, &Map::new())),
+            json!({"user": "anonymous"})
+        );
     }
 
     #[test]

@@ -45,7 +45,10 @@ pub fn build_env(
     env.extend(tool.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     match &tool.kind {
         ToolKind::Fn { .. } => {
-            env.insert("MCC_CTX".into(), Value::Object(context.clone()).to_string());
+            env.insert(
+                "MCC_CTX".into(),
+                crate::pyfmt::json_dumps(&Value::Object(context.clone())),
+            );
             // The reference's runner skips autoloading its own catalog in the child.
             env.insert("MCC_SKIP_AUTOLOAD".into(), "1".into());
         }
@@ -56,13 +59,13 @@ pub fn build_env(
     env
 }
 
-/// `MCC_CTX_<NAME>` variables of exec tools: strings raw, everything else as JSON
-/// (numbers bare, booleans `true`/`false`, lists and objects JSON-encoded).
+/// `MCC_CTX_<NAME>` variables of exec tools: strings raw, everything else as Python's
+/// `json.dumps` writes it (numbers bare, `true`/`false`, `["admin", "osint"]`).
 pub fn context_vars(context: &Map<String, Value>) -> impl Iterator<Item = (String, String)> + '_ {
     context.iter().map(|(k, v)| {
         let value = match v {
             Value::String(s) => s.clone(),
-            other => other.to_string(),
+            other => crate::pyfmt::json_dumps(other),
         };
         (format!("MCC_CTX_{}", k.to_uppercase()), value)
     })
@@ -193,6 +196,16 @@ mod tests {
         assert_eq!(env["MCC_CTX_BUDGET"], "1000");
         assert_eq!(env["MCC_CTX_OK"], "true");
         assert_eq!(env["MCC_CTX_GROUPS"], "[\"a\"]");
+        assert_eq!(
+            build_env(
+                &tool,
+                &parent,
+                &floor(),
+                &file,
+                json!({"l": ["a", "b"]}).as_object().unwrap()
+            )["MCC_CTX_L"],
+            "[\"a\", \"b\"]"
+        );
         assert!(!env.contains_key("SECRET"));
         assert!(!env.contains_key("MCC_CTX"));
     }
@@ -229,7 +242,7 @@ mod tests {
         };
         let ctx = json!({"user": "alice"});
         let env = build_env(&tool, &[], &floor(), &[], ctx.as_object().unwrap());
-        assert_eq!(env["MCC_CTX"], "{\"user\":\"alice\"}");
+        assert_eq!(env["MCC_CTX"], "{\"user\": \"alice\"}");
         assert!(!env.contains_key("MCC_CTX_USER"));
     }
 

@@ -12,6 +12,7 @@ pub mod introspect;
 pub mod key;
 pub mod load;
 pub mod params;
+pub mod pyfmt;
 pub mod rbac;
 pub mod signature;
 pub mod spec;

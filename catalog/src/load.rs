@@ -302,10 +302,10 @@ fn cascade(
         }
         merged.insert("env".into(), Value::Object(all));
     }
-    if let Some(file) = env_file {
-        if matches!(entry.get("env_file"), None | Some(Value::Null)) {
-            merged.insert("env_file".into(), Value::from(file));
-        }
+    if let Some(file) = env_file
+        && matches!(entry.get("env_file"), None | Some(Value::Null))
+    {
+        merged.insert("env_file".into(), Value::from(file));
     }
     Ok(merged)
 }

@@ -1,28 +1,40 @@
 //! Validation of a call's params against a tool's declared parameters.
 //!
-//! Coercion is lax the way MCC's pydantic models are: `"5"` is accepted for an `int`, `5`
-//! for a `float`, `"true"` for a `bool`; a string param takes only strings. Unknown
-//! params are rejected (MCC drops them silently; a typo should not pass unnoticed).
-//! Overrides are applied after validation and always win.
+//! Coercion is lax the way MCC's pydantic models are: `"5"` and `5.0` are accepted for an
+//! `int`, `2` for a `float`, `"yes"` for a `bool`; a string param takes only strings and an
+//! explicit `null` is refused for every type. Unlike MCC, unknown params are rejected (a
+//! typo should not pass unnoticed). Messages follow pydantic's wording, which the agents
+//! that use MCC already know. Overrides are applied after validation and always win.
 
 use std::fmt;
 
 use serde_json::{Map, Number, Value};
 
+use crate::pyfmt;
 use crate::tool::{Param, ParamType, Tool};
 
-/// Everything wrong with one call's params, one problem per line.
+/// Everything wrong with one call's params.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationError {
-    pub problems: Vec<String>,
+    /// The pydantic-style model name: `<key>_params`.
+    pub model: String,
+    pub problems: Vec<Problem>,
+}
+
+/// One problem: the parameter and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub param: String,
+    pub message: String,
 }
 
 impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.problems.len();
-        write!(f, "{n} validation error{}", if n == 1 { "" } else { "s" })?;
+        let plural = if n == 1 { "" } else { "s" };
+        write!(f, "{n} validation error{plural} for {}", self.model)?;
         for p in &self.problems {
-            write!(f, "\n{p}")?;
+            write!(f, "\n{}\n  {}", p.param, p.message)?;
         }
         Ok(())
     }
@@ -31,27 +43,13 @@ impl fmt::Display for ValidationError {
 impl std::error::Error for ValidationError {}
 
 /// Checks `given` against the tool's visible params and returns the params the tool runs
-/// with: coerced values, defaults filled in, overrides applied. Optional params without a
-/// default are passed as `null` to exec tools (so templates can test them) and left out
-/// for fn tools (so the callable's own default applies).
+/// with: coerced values, every visible param present (its default, else `null`, as MCC's
+/// `model_dump()` passes it), overrides applied.
 pub fn validate(
     tool: &Tool,
     given: &Map<String, Value>,
 ) -> Result<Map<String, Value>, ValidationError> {
     let mut problems = Vec::new();
-    for name in given.keys() {
-        if !tool.visible_params().any(|p| &p.name == name) {
-            let accepted: Vec<&str> = tool.visible_params().map(|p| p.name.as_str()).collect();
-            let accepted = if accepted.is_empty() {
-                "none".to_string()
-            } else {
-                accepted.join(", ")
-            };
-            problems.push(format!(
-                "{name}\n  unknown parameter (accepted: {accepted})"
-            ));
-        }
-    }
     let mut out = Map::new();
     for param in &tool.params {
         if let Some(forced) = &param.override_value {
@@ -66,106 +64,139 @@ pub fn validate(
                 Ok(v) => {
                     out.insert(param.name.clone(), v);
                 }
-                Err(expected) => problems.push(format!(
-                    "{}\n  expected {expected}, got {} {}",
-                    param.name,
-                    json_kind(value),
-                    truncate(&value.to_string(), 80)
-                )),
+                Err(message) => problems.push(Problem {
+                    param: param.name.clone(),
+                    message,
+                }),
             },
-            None if param.required => problems.push(format!(
-                "{}\n  missing required parameter ({})",
-                param.name, param.ty
-            )),
-            None => match (&param.default, tool.kind.is_fn()) {
-                (Some(d), _) => {
-                    out.insert(param.name.clone(), d.clone());
-                }
-                (None, false) => {
-                    out.insert(param.name.clone(), Value::Null);
-                }
-                (None, true) => {}
-            },
+            None if param.required => problems.push(Problem {
+                param: param.name.clone(),
+                message: format!(
+                    "Field required [type=missing, input_value={}, input_type=dict]",
+                    pyfmt::repr(&Value::Object(given.clone()))
+                ),
+            }),
+            None => {
+                out.insert(
+                    param.name.clone(),
+                    param.default.clone().unwrap_or(Value::Null),
+                );
+            }
+        }
+    }
+    for (name, value) in given {
+        if !tool.visible_params().any(|p| &p.name == name) {
+            let accepted: Vec<&str> = tool.visible_params().map(|p| p.name.as_str()).collect();
+            let accepted = if accepted.is_empty() {
+                "none".into()
+            } else {
+                accepted.join(", ")
+            };
+            problems.push(Problem {
+                param: name.clone(),
+                message: format!(
+                    "Extra inputs are not permitted (accepted: {accepted}) {}",
+                    input_note("extra_forbidden", value)
+                ),
+            });
         }
     }
     if problems.is_empty() {
         Ok(out)
     } else {
-        Err(ValidationError { problems })
+        Err(ValidationError {
+            model: format!("{}_params", tool.key),
+            problems,
+        })
     }
 }
 
 /// The required scalar params missing from `given`: what may be asked of the user.
 pub fn missing_required<'a>(tool: &'a Tool, given: &Map<String, Value>) -> Vec<&'a Param> {
     tool.visible_params()
-        .filter(|p| p.required && !given.contains_key(&p.name))
+        .filter(|p| p.required && p.ty.is_scalar() && !given.contains_key(&p.name))
         .collect()
 }
 
-/// Converts `value` to `ty` with pydantic-like lax rules, or says what was expected.
-pub fn coerce(ty: ParamType, value: &Value) -> Result<Value, &'static str> {
+/// `[type=<kind>, input_value=<repr>, input_type=<python type>]`, as pydantic ends its lines.
+fn input_note(kind: &str, value: &Value) -> String {
+    let ty = match value {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    };
+    format!(
+        "[type={kind}, input_value={}, input_type={ty}]",
+        pyfmt::repr(value)
+    )
+}
+
+fn fail(message: &str, kind: &str, value: &Value) -> Result<Value, String> {
+    Err(format!("{message} {}", input_note(kind, value)))
+}
+
+/// Converts `value` to `ty` with pydantic-like lax rules, or says what is wrong.
+pub fn coerce(ty: ParamType, value: &Value) -> Result<Value, String> {
     match (ty, value) {
         (ParamType::Str, Value::String(_)) => Ok(value.clone()),
-        (ParamType::Str, _) => Err("a string"),
+        (ParamType::Str, _) => fail("Input should be a valid string", "string_type", value),
         (ParamType::Int, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(value.clone()),
         (ParamType::Int, Value::Number(n)) => match n.as_f64() {
             Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Value::from(f as i64)),
-            _ => Err("an integer"),
+            _ => fail(
+                "Input should be a valid integer, got a number with a fractional part",
+                "int_from_float",
+                value,
+            ),
         },
-        (ParamType::Int, Value::String(s)) => s
-            .trim()
-            .parse::<i64>()
-            .map(Value::from)
-            .map_err(|_| "an integer"),
+        (ParamType::Int, Value::String(s)) => match s.trim().parse::<i64>() {
+            Ok(i) => Ok(Value::from(i)),
+            Err(_) => fail(
+                "Input should be a valid integer, unable to parse string as an integer",
+                "int_parsing",
+                value,
+            ),
+        },
         (ParamType::Int, Value::Bool(b)) => Ok(Value::from(*b as i64)),
-        (ParamType::Int, _) => Err("an integer"),
+        (ParamType::Int, _) => fail("Input should be a valid integer", "int_type", value),
         (ParamType::Float, Value::Number(n)) => Ok(n
             .as_f64()
             .and_then(Number::from_f64)
             .map(Value::Number)
-            .unwrap_or(value.clone())),
-        (ParamType::Float, Value::String(s)) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .and_then(Number::from_f64)
-            .map(Value::Number)
-            .ok_or("a number"),
-        (ParamType::Float, _) => Err("a number"),
+            .unwrap_or_else(|| value.clone())),
+        (ParamType::Float, Value::String(s)) => {
+            match s.trim().parse::<f64>().ok().and_then(Number::from_f64) {
+                Some(n) => Ok(Value::Number(n)),
+                None => fail(
+                    "Input should be a valid number, unable to parse string as a number",
+                    "float_parsing",
+                    value,
+                ),
+            }
+        }
+        (ParamType::Float, Value::Bool(b)) => Ok(Value::from(if *b { 1.0 } else { 0.0 })),
+        (ParamType::Float, _) => fail("Input should be a valid number", "float_type", value),
         (ParamType::Bool, Value::Bool(_)) => Ok(value.clone()),
-        (ParamType::Bool, Value::Number(n)) => match n.as_f64() {
-            Some(f) if f == 0.0 => Ok(Value::Bool(false)),
-            Some(f) if f == 1.0 => Ok(Value::Bool(true)),
-            _ => Err("a boolean"),
-        },
+        (ParamType::Bool, Value::Number(n)) if n.as_f64() == Some(0.0) => Ok(Value::Bool(false)),
+        (ParamType::Bool, Value::Number(n)) if n.as_f64() == Some(1.0) => Ok(Value::Bool(true)),
         (ParamType::Bool, Value::String(s)) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "t" | "yes" | "y" | "on" | "1" => Ok(Value::Bool(true)),
             "false" | "f" | "no" | "n" | "off" | "0" => Ok(Value::Bool(false)),
-            _ => Err("a boolean"),
+            _ => fail(
+                "Input should be a valid boolean, unable to interpret input",
+                "bool_parsing",
+                value,
+            ),
         },
-        (ParamType::Bool, _) => Err("a boolean"),
+        (ParamType::Bool, _) => fail("Input should be a valid boolean", "bool_type", value),
         (ParamType::List, Value::Array(_)) => Ok(value.clone()),
-        (ParamType::List, _) => Err("a list"),
+        (ParamType::List, _) => fail("Input should be a valid list", "list_type", value),
         (ParamType::Dict, Value::Object(_)) => Ok(value.clone()),
-        (ParamType::Dict, _) => Err("a dict"),
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "list",
-        Value::Object(_) => "dict",
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
+        (ParamType::Dict, _) => fail("Input should be a valid dictionary", "dict_type", value),
     }
 }
 
@@ -176,15 +207,13 @@ mod tests {
     use serde_json::json;
 
     fn tool(kind: ToolKind, params: Vec<Param>) -> Tool {
-        serde_json::from_value::<Tool>(
-            json!({"key": "t", "name": "t", "kind": "exec", "command": "x"}),
+        let mut t: Tool = serde_json::from_value(
+            json!({"key": "public.greet", "name": "greet", "kind": "exec", "command": "x"}),
         )
-        .map(|mut t| {
-            t.kind = kind;
-            t.params = params;
-            t
-        })
-        .unwrap()
+        .unwrap();
+        t.kind = kind;
+        t.params = params;
+        t
     }
     fn p(name: &str, ty: ParamType, required: bool) -> Param {
         Param {
@@ -197,73 +226,72 @@ mod tests {
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
     }
+    fn exec() -> ToolKind {
+        ToolKind::Exec {
+            command: "x".into(),
+        }
+    }
 
     #[test]
-    fn coerces_laxly_and_fills_defaults() {
+    fn coerces_laxly_and_fills_defaults_and_nulls() {
         let mut times = p("times", ParamType::Int, false);
         times.default = Some(json!(3));
-        let t = tool(
-            ToolKind::Exec {
-                command: "x".into(),
-            },
-            vec![
-                p("n", ParamType::Int, true),
-                p("f", ParamType::Float, false),
-                p("b", ParamType::Bool, false),
-                times,
-            ],
+        let params = vec![
+            p("n", ParamType::Int, true),
+            p("f", ParamType::Float, false),
+            p("b", ParamType::Bool, false),
+            times,
+            p("tag", ParamType::Str, false),
+        ];
+        let out = validate(
+            &tool(exec(), params),
+            &obj(json!({"n": "5", "f": 2, "b": "yes"})),
         );
-        let out = validate(&t, &obj(json!({"n": "5", "f": 2, "b": "yes"}))).unwrap();
         assert_eq!(
-            Value::Object(out),
-            json!({"n": 5, "f": 2.0, "b": true, "times": 3})
+            Value::Object(out.unwrap()),
+            json!({"n": 5, "f": 2.0, "b": true, "times": 3, "tag": null})
         );
     }
 
     #[test]
-    fn names_every_bad_param() {
+    fn names_every_bad_param_in_pydantic_words() {
         let t = tool(
-            ToolKind::Exec {
-                command: "x".into(),
-            },
+            exec(),
             vec![
                 p("name", ParamType::Str, true),
                 p("n", ParamType::Int, false),
             ],
         );
-        let err = validate(&t, &obj(json!({"n": "abc", "bogus": 1}))).unwrap_err();
-        let text = err.to_string();
-        assert!(text.starts_with("3 validation errors"), "{text}");
-        assert!(
-            text.contains("bogus\n  unknown parameter (accepted: name, n)"),
-            "{text}"
+        let err = validate(&t, &obj(json!({"n": "x", "bogus": 1}))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "3 validation errors for public.greet_params\n\
+             name\n  Field required [type=missing, input_value={'n': 'x', 'bogus': 1}, input_type=dict]\n\
+             n\n  Input should be a valid integer, unable to parse string as an integer \
+             [type=int_parsing, input_value='x', input_type=str]\n\
+             bogus\n  Extra inputs are not permitted (accepted: name, n) \
+             [type=extra_forbidden, input_value=1, input_type=int]"
         );
-        assert!(
-            text.contains("n\n  expected an integer, got string \"abc\""),
-            "{text}"
-        );
-        assert!(
-            text.contains("name\n  missing required parameter (str)"),
-            "{text}"
-        );
+    }
+
+    #[test]
+    fn explicit_null_is_refused_for_every_type() {
+        for ty in ParamType::ALL {
+            assert!(coerce(ty, &Value::Null).is_err(), "{ty}");
+        }
     }
 
     #[test]
     fn overrides_win_and_are_not_callable() {
         let mut secret = p("token", ParamType::Str, true);
         secret.override_value = Some(json!("s3cret"));
-        let t = tool(
-            ToolKind::Exec {
-                command: "x".into(),
-            },
-            vec![secret],
-        );
+        let t = tool(exec(), vec![secret]);
         assert_eq!(validate(&t, &Map::new()).unwrap()["token"], json!("s3cret"));
         assert!(validate(&t, &obj(json!({"token": "mine"}))).is_err());
     }
 
     #[test]
-    fn fn_tools_leave_out_optional_params_without_default_and_hide_context() {
+    fn fn_context_is_hidden() {
         let t = tool(
             ToolKind::Fn {
                 path: "m:f".into(),
@@ -274,14 +302,37 @@ mod tests {
                 p("context", ParamType::Dict, false),
             ],
         );
-        assert_eq!(validate(&t, &Map::new()).unwrap(), Map::new());
+        assert_eq!(
+            Value::Object(validate(&t, &Map::new()).unwrap()),
+            json!({"opt": null})
+        );
         assert!(validate(&t, &obj(json!({"context": {}}))).is_err());
     }
 
     #[test]
-    fn strings_are_not_coerced_from_numbers() {
-        assert_eq!(coerce(ParamType::Str, &json!(5)), Err("a string"));
-        assert_eq!(coerce(ParamType::Int, &json!(2.5)), Err("an integer"));
-        assert_eq!(coerce(ParamType::Bool, &json!("maybe")), Err("a boolean"));
+    fn lax_rules() {
+        assert!(coerce(ParamType::Str, &json!(5)).is_err());
+        assert!(coerce(ParamType::Str, &json!(true)).is_err());
+        assert!(coerce(ParamType::Int, &json!(2.5)).is_err());
+        assert_eq!(coerce(ParamType::Int, &json!(5.0)), Ok(json!(5)));
+        assert_eq!(coerce(ParamType::Int, &json!("05")), Ok(json!(5)));
+        assert_eq!(coerce(ParamType::Int, &json!(true)), Ok(json!(1)));
+        assert!(coerce(ParamType::Bool, &json!(2)).is_err());
+        assert!(coerce(ParamType::Bool, &json!("maybe")).is_err());
+        assert!(coerce(ParamType::List, &json!("a")).is_err());
+        assert!(coerce(ParamType::Dict, &json!([])).is_err());
+    }
+
+    #[test]
+    fn missing_required_lists_scalars_only() {
+        let t = tool(
+            exec(),
+            vec![p("a", ParamType::Str, true), p("l", ParamType::List, true)],
+        );
+        let names: Vec<_> = missing_required(&t, &Map::new())
+            .into_iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["a"]);
     }
 }

@@ -44,7 +44,7 @@ fn write_param(out: &mut String, param: &Param) {
     if param.ty == ParamType::Str {
         // MCC: '"' ~ (default or '') ~ '"' — a falsy default renders as "".
         let text = match &param.default {
-            Some(v) if is_truthy(v) => py_str(v),
+            Some(v) if is_truthy(v) => crate::pyfmt::str(v),
             _ => String::new(),
         };
         let _ = write!(out, "=\"{text}\"");
@@ -52,7 +52,7 @@ fn write_param(out: &mut String, param: &Param) {
         let _ = write!(
             out,
             "={}",
-            py_str(param.default.as_ref().unwrap_or(&Value::Null))
+            crate::pyfmt::str(param.default.as_ref().unwrap_or(&Value::Null))
         );
     }
 }
@@ -65,87 +65,6 @@ fn is_truthy(v: &Value) -> bool {
         Value::String(s) => !s.is_empty(),
         Value::Array(a) => !a.is_empty(),
         Value::Object(o) => !o.is_empty(),
-    }
-}
-
-/// Python's `str()` of a JSON value (what Jinja prints for a default): `None`, `True`,
-/// `3`, `1.5`, `['a', 1]`, `{'k': 'v'}`.
-pub fn py_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => {
-            let mut out = String::new();
-            py_repr(other, &mut out);
-            out
-        }
-    }
-}
-
-fn py_repr(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("None"),
-        Value::Bool(true) => out.push_str("True"),
-        Value::Bool(false) => out.push_str("False"),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => {
-                let _ = write!(out, "{i}");
-            }
-            (_, Some(u), _) => {
-                let _ = write!(out, "{u}");
-            }
-            (_, _, Some(f)) if f.fract() == 0.0 && f.abs() < 1e16 => {
-                let _ = write!(out, "{f:.1}");
-            }
-            (_, _, Some(f)) => {
-                let _ = write!(out, "{f}");
-            }
-            _ => out.push_str(&n.to_string()),
-        },
-        Value::String(s) => {
-            // Python prefers single quotes unless the string contains one.
-            let q = if s.contains('\'') && !s.contains('"') {
-                '"'
-            } else {
-                '\''
-            };
-            out.push(q);
-            for c in s.chars() {
-                match c {
-                    '\\' => out.push_str("\\\\"),
-                    '\n' => out.push_str("\\n"),
-                    '\t' => out.push_str("\\t"),
-                    '\r' => out.push_str("\\r"),
-                    c if c == q => {
-                        out.push('\\');
-                        out.push(c);
-                    }
-                    c => out.push(c),
-                }
-            }
-            out.push(q);
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                py_repr(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                py_repr(&Value::String(k.clone()), out);
-                out.push_str(": ");
-                py_repr(item, out);
-            }
-            out.push('}');
-        }
     }
 }
 
@@ -226,17 +145,5 @@ mod tests {
             signature(&t),
             "## public.osint.greet (n:float=None) -> str | (int, str, str)\n"
         );
-    }
-
-    #[test]
-    fn python_reprs() {
-        assert_eq!(
-            py_str(&json!([1, "a", null, {"k": true}])),
-            "[1, 'a', None, {'k': True}]"
-        );
-        assert_eq!(py_str(&json!(1.0)), "1.0");
-        assert_eq!(py_str(&json!(2.5)), "2.5");
-        assert_eq!(py_str(&json!("it's")), "it's");
-        assert_eq!(py_str(&json!(["it's"])), "[\"it's\"]");
     }
 }

@@ -155,11 +155,11 @@ pub fn curl_command(target: &str, stdin: bool) -> String {
         cmd.push_str(" --json @-");
     }
     cmd.push(' ');
-    let t = target.trim();
-    if (t.starts_with("http://") || t.starts_with("https://")) && !t.contains(char::is_whitespace) {
-        cmd.push_str(&template::shell_quote_always(t));
+    let t = target.trim_start();
+    if t.starts_with("http://") || t.starts_with("https://") {
+        cmd.push_str(&template::shell_quote_always(target));
     } else {
-        cmd.push_str(t);
+        cmd.push_str(target);
     }
     cmd
 }
@@ -240,7 +240,6 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
         template::check(t)
             .map_err(|e| err("transform", format!("template does not compile: {e}")))?;
     }
-    let declared = entry.params.is_some();
     let mut params = Vec::new();
     for (i, p) in entry.params.unwrap_or_default().into_iter().enumerate() {
         params.push(build_param(p).map_err(|m| err(&format!("params[{i}]"), m))?);
@@ -253,7 +252,8 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
             ));
         }
     }
-    let needs_introspection = kind.is_fn() && (!declared || entry.return_type.is_none());
+    // MCC treats `params: []` like absent params on fn tools.
+    let needs_introspection = kind.is_fn() && (params.is_empty() || entry.return_type.is_none());
     let tool = Tool {
         key: tool_key(&entry.groups, &name),
         name,
@@ -347,8 +347,11 @@ mod tests {
         );
         let (t, _) = build(json!({"fn": "pkg.mod.func"})).unwrap();
         assert_eq!(t.name, "func");
-        let (_, needs) = build(json!({"fn": "m:f", "params": [], "return_type": "str"})).unwrap();
+        let (_, needs) =
+            build(json!({"fn": "m:f", "params": [{"name": "a"}], "return_type": "str"})).unwrap();
         assert!(!needs);
+        let (_, needs) = build(json!({"fn": "m:f", "params": [], "return_type": "str"})).unwrap();
+        assert!(needs, "MCC treats `params: []` as undeclared");
     }
 
     #[test]

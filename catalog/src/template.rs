@@ -77,6 +77,11 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
+/// Single-quotes `s` even when it would be safe bare (MCC quotes curl URLs this way).
+pub fn shell_quote_always(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\"'\"'"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,9 +136,4 @@ mod tests {
         assert_eq!(shell_quote("$(rm -rf /)"), "'$(rm -rf /)'");
         assert_eq!(shell_quote("it's"), "'it'\"'\"'s'");
     }
-}
-
-/// Single-quotes `s` even when it would be safe bare (MCC quotes curl URLs this way).
-pub fn shell_quote_always(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\"'\"'"))
 }
