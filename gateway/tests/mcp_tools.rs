@@ -374,14 +374,16 @@ async fn execute_validation_errors_name_the_parameter() {
         r.starts_with("Validation error for tool 'public.greet': 2 validation errors"),
         "{r}"
     );
-    assert!(r.contains("times\n  expected an integer"), "{r}");
-    assert!(r.contains("bogus\n  unknown parameter"), "{r}");
-    // No elicitation declared: missing params go straight to the validation error.
-    let r = call_text(&client, "execute", json!({"key": "public.greet"})).await;
     assert!(
-        r.contains("name\n  missing required parameter (str)"),
+        r.contains(
+            "times\n  Input should be a valid integer, unable to parse string as an integer"
+        ),
         "{r}"
     );
+    assert!(r.contains("bogus\n  Extra inputs are not permitted"), "{r}");
+    // No elicitation declared: missing params go straight to the validation error.
+    let r = call_text(&client, "execute", json!({"key": "public.greet"})).await;
+    assert!(r.contains("name\n  Field required [type=missing"), "{r}");
     let bad = call(
         &client,
         "execute",

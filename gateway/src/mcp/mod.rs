@@ -257,7 +257,10 @@ impl McpServer {
             .set(&scope, &args.name, &args.value)
             .await
         {
-            Ok(()) => text_result("set_session", format!("Set '{}'.", args.name)),
+            Ok(()) => text_result(
+                "set_session",
+                format!("Set {}.", mcc_catalog::pyfmt::repr_str(&args.name)),
+            ),
             Err(e) => {
                 self.shared.metrics.store_error("set");
                 error_result(e.to_string())
@@ -279,7 +282,7 @@ impl McpServer {
         };
         let context = mcc_catalog::context::assemble(call.caller.user(), &stored);
         let value = context.get(&args.name).cloned().unwrap_or(Value::Null);
-        text_result("get_session", text::py_json(&value))
+        text_result("get_session", mcc_catalog::pyfmt::json_dumps(&value))
     }
 
     async fn new_session(&self, call: &CallCtx) -> CallToolResponse {

@@ -2,7 +2,6 @@
 //! of the catalog, the caller and the inputs.
 
 use mcc_catalog::{Tool, User};
-use serde_json::Value;
 
 use crate::catalog::Catalog;
 
@@ -84,57 +83,6 @@ pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
         or_none(user.groups.join(", ")),
         or_none(keys.join(", "))
     )
-}
-
-/// Python's `json.dumps` with default arguments: `", "` and `": "` separators, non-ASCII
-/// escaped as `\uXXXX`; what get_session returns.
-pub fn py_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_py_json(value, &mut out);
-    out
-}
-
-fn write_py_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_py_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_py_string(k, out);
-                out.push_str(": ");
-                write_py_json(v, out);
-            }
-            out.push('}');
-        }
-        Value::String(s) => write_py_string(s, out),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn write_py_string(s: &str, out: &mut String) {
-    let escaped = Value::from(s).to_string();
-    for c in escaped.chars() {
-        if c.is_ascii() {
-            out.push(c);
-        } else {
-            let mut buf = [0u16; 2];
-            for unit in c.encode_utf16(&mut buf) {
-                out.push_str(&format!("\\u{unit:04x}"));
-            }
-        }
-    }
 }
 
 /// Cuts `text` to at most `limit` bytes (on a character boundary) so that, with the
@@ -228,19 +176,6 @@ mod tests {
             "[1.23]\n## public.a () -> str | (int, str, str)\n\n\n[0.50]\n## public.b () -> str | (int, str, str)\nB.\n"
         );
         assert_eq!(search_results(Vec::new()), NO_SEARCH_RESULTS);
-    }
-
-    #[test]
-    fn python_json_dumps() {
-        assert_eq!(py_json(&json!("10.0.0.5")), "\"10.0.0.5\"");
-        assert_eq!(py_json(&json!(1000)), "1000");
-        assert_eq!(py_json(&json!(null)), "null");
-        assert_eq!(py_json(&json!([1, "é"])), "[1, \"\\u00e9\"]");
-        assert_eq!(
-            py_json(&json!({"a": 1, "b": [true]})),
-            "{\"a\": 1, \"b\": [true]}"
-        );
-        assert_eq!(py_json(&json!("😀")), "\"\\ud83d\\ude00\"");
     }
 
     #[test]
