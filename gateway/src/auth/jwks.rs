@@ -8,8 +8,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
+use http::Uri;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::AuthError;
 
@@ -58,10 +67,18 @@ impl KeySet {
     }
 }
 
+/// The HTTP(S) client used for JWKS requests: rustls with the ring provider, the
+/// system's root certificates plus any configured CA bundle.
+type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// A JWKS document larger than this is refused (a key set is a few kilobytes).
+const MAX_JWKS_BYTES: usize = 1 << 20;
+
 /// The cached key set of one JWKS URL.
 pub struct JwksCache {
     options: JwksOptions,
-    client: reqwest::Client,
+    uri: Uri,
+    client: HttpClient,
     current: RwLock<Arc<KeySet>>,
     /// Single-flight fetching; holds the instant of the last attempt (success or not).
     fetch: tokio::sync::Mutex<Option<Instant>>,
@@ -70,32 +87,26 @@ pub struct JwksCache {
 /// Why the JWKS client could not be built (a configuration error).
 #[derive(Debug, thiserror::Error)]
 pub enum JwksSetupError {
+    #[error("auth.jwt.jwks_url: '{0}' is not an http(s) URL")]
+    BadUrl(String),
     #[error("auth.jwt.jwks_ca_file: not a PEM certificate bundle: {0}")]
     BadCa(String),
-    #[error("auth.jwt.jwks_url: cannot build the HTTP client: {0}")]
-    Client(String),
+    #[error("auth.jwt.jwks_url: cannot set up TLS: {0}")]
+    Tls(String),
 }
 
 impl JwksCache {
     pub fn new(options: JwksOptions) -> Result<Self, JwksSetupError> {
-        // reqwest is built without a default TLS crypto backend; ring is the one this
-        // workspace already uses. Installing fails harmlessly if one is already set.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut builder = reqwest::Client::builder()
-            .timeout(options.http_timeout)
-            .connect_timeout(options.http_timeout);
-        if let Some(pem) = &options.ca_pem {
-            let certs = reqwest::Certificate::from_pem_bundle(pem)
-                .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
-            for cert in certs {
-                builder = builder.add_root_certificate(cert);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|e| JwksSetupError::Client(e.to_string()))?;
+        let uri: Uri = options
+            .url
+            .parse()
+            .ok()
+            .filter(|u: &Uri| matches!(u.scheme_str(), Some("http" | "https")))
+            .ok_or_else(|| JwksSetupError::BadUrl(options.url.clone()))?;
+        let client = http_client(options.ca_pem.as_deref())?;
         Ok(Self {
             options,
+            uri,
             client,
             current: RwLock::default(),
             fetch: tokio::sync::Mutex::new(None),
@@ -113,8 +124,9 @@ impl JwksCache {
         let mut last_attempt = self.fetch.lock().await;
         // Another request may have refreshed the set while this one waited.
         let set = self.snapshot();
-        let fresh = set.is_fresh(self.options.cache_ttl);
-        if fresh && let Some(key) = set.find(kid) {
+        if set.is_fresh(self.options.cache_ttl)
+            && let Some(key) = set.find(kid)
+        {
             return Ok(key);
         }
         let recently =
@@ -145,25 +157,81 @@ impl JwksCache {
     }
 
     async fn fetch_set(&self) -> Result<KeySet, String> {
+        let url = &self.options.url;
+        let body = tokio::time::timeout(self.options.http_timeout, self.get_body())
+            .await
+            .map_err(|_| {
+                format!(
+                    "GET {url}: no answer within {:?}",
+                    self.options.http_timeout
+                )
+            })?
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))?;
+        parse_set(&json).map_err(|e| format!("GET {url}: {e}"))
+    }
+
+    async fn get_body(&self) -> Result<Bytes, String> {
         let response = self
             .client
-            .get(&self.options.url)
-            .send()
+            .get(self.uri.clone())
             .await
-            .map_err(|e| format!("GET {}: {e}", self.options.url))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(format!("GET {}: HTTP {status}", self.options.url));
+            .map_err(|e| error_chain(&e))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
         }
-        let body: serde_json::Value = response
-            .json()
+        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
+            .collect()
             .await
-            .map_err(|e| format!("GET {}: not JSON: {e}", self.options.url))?;
-        parse_set(&body).map_err(|e| format!("GET {}: {e}", self.options.url))
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok(body.to_bytes())
     }
 }
 
-/// The answer while refetching is rate-limited: what we have, even if past its TTL.
+fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are not fatal: an extra CA may be all we need.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(pem) = extra_ca_pem {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(JwksSetupError::BadCa("no certificate in it".into()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| JwksSetupError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// An error with its causes (hyper's top-level message alone says little).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 fn stale_or_unknown(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
     if set.fetched_at.is_none() {
         return Err(AuthError::KeysUnavailable(
