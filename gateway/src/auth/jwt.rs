@@ -150,7 +150,7 @@ pub enum JwtSetupError {
 }
 
 enum KeySource {
-    Jwks(JwksCache),
+    Jwks(Box<JwksCache>),
     Static(VerifyingKey),
 }
 
@@ -259,9 +259,8 @@ fn key_source(settings: &JwtSettings) -> Result<KeySource, JwtSetupError> {
         return Err(JwtSetupError::KeySource(count));
     }
     if let Some(url) = &settings.jwks_url {
-        return Ok(KeySource::Jwks(JwksCache::new(jwks_options(
-            url, settings,
-        )?)?));
+        let cache = JwksCache::new(jwks_options(url, settings)?)?;
+        return Ok(KeySource::Jwks(Box::new(cache)));
     }
     if let Some(pem) = &settings.public_key_pem {
         return Ok(KeySource::Static(pem_key(
