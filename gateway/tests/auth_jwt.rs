@@ -608,3 +608,89 @@ async fn anonymous_allowed_only_without_any_credential() {
         "a bad credential is never downgraded"
     );
 }
+
+// ---- JWKS over HTTPS ----
+
+/// A minimal HTTPS server (rustls, test certificate for 127.0.0.1) answering every
+/// request with `body` as JSON.
+async fn serve_https(body: String) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let certs = CertificateDer::pem_file_iter(fixture("tls-server.pem"))
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(fixture("tls-server.key.pem")).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let (acceptor, body) = (acceptor.clone(), body.clone());
+            tokio::spawn(async move {
+                // A client that rejects our certificate ends the handshake: not an error here.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = tls.write_all(response.as_bytes()).await;
+                let _ = tls.shutdown().await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn jwks_over_https_trusts_the_configured_ca_only() {
+    let body = json!({"keys": [public_jwk("rsa1.key.pem", Algorithm::RS256, "rsa1")]}).to_string();
+    let addr = serve_https(body).await;
+    let url = format!("https://127.0.0.1:{}/jwks", addr.port());
+    let settings = |ca: Option<PathBuf>| {
+        jwt_settings(JwtSettings {
+            jwks_url: Some(url.clone()),
+            jwks_ca_file: ca,
+            jwks_timeout_secs: 2,
+            ..JwtSettings::default()
+        })
+    };
+    let good = rs256("rsa1", "rsa1.key.pem", &claims(json!({"sub": "bob"})));
+
+    let with_ca = Authenticator::new(&settings(Some(fixture("tls-ca.pem"))), users()).unwrap();
+    assert_eq!(username(&with_ca, &good).await.unwrap(), "bob");
+
+    // Without the CA the server's certificate is not trusted: no keys, 503 not 401.
+    let without_ca = Authenticator::new(&settings(None), users()).unwrap();
+    let err = username(&without_ca, &good).await.unwrap_err();
+    assert!(
+        matches!(&err, AuthError::KeysUnavailable(why) if why.contains("certificate")),
+        "{err}"
+    );
+
+    let bad_ca = Authenticator::new(&settings(Some(fixture("rsa1.pub.pem"))), users());
+    assert_eq!(
+        bad_ca.err().unwrap().to_string(),
+        "auth.jwt.jwks_ca_file: not a PEM certificate bundle: no certificate in it"
+    );
+}
