@@ -7,15 +7,17 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
+
+use crate::auth::{AuthSetupError, Authenticator};
 use crate::catalog::{self, LiveCatalog};
 use crate::config::{SessionBackend, Settings};
 use crate::exec::{Engine, EngineSettings};
 use crate::http::{self, McpOptions};
-use crate::identity::{self, Authenticator};
 use crate::mcp::Shared;
-use crate::mcp::legacy_sessions::RedisSessionRegistry;
-use crate::mcp::state::{self, SessionStore};
+use crate::mcp::legacy_sessions::{RedisSessionRegistry, RegistryError};
 use crate::metrics::Metrics;
+use crate::session::{SessionSetupError, SessionStore};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -23,9 +25,11 @@ pub enum StartError {
     #[error("loading the catalog: {0}")]
     Catalog(#[from] catalog::CatalogError),
     #[error("auth: {0}")]
-    Auth(#[from] identity::UnsupportedBackend),
-    #[error("session.redis_url: {0}")]
-    Store(#[from] state::StoreError),
+    Auth(#[from] AuthSetupError),
+    #[error("{0}")]
+    Session(#[from] SessionSetupError),
+    #[error("{0}")]
+    Registry(#[from] RegistryError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -57,15 +61,22 @@ pub fn build_with_catalog(
     catalog: Arc<LiveCatalog>,
     shutdown: CancellationToken,
 ) -> Result<Gateway, StartError> {
-    let ttl = Duration::from_secs(settings.session.ttl_seconds);
-    let (sessions, registry) = match (settings.session.backend, &settings.session.redis_url) {
-        (SessionBackend::Redis, Some(url)) => {
-            let conn = state::redis_connection(url)?;
-            let registry: Arc<dyn rmcp::transport::streamable_http_server::session::SessionStore> =
-                Arc::new(RedisSessionRegistry::new(conn.clone(), ttl));
-            (SessionStore::redis(conn, ttl), Some(registry))
+    let sessions = SessionStore::from_settings(&settings.session)?;
+    let registry: Option<Arc<dyn McpSessionStore>> = match settings.session.backend {
+        SessionBackend::Redis => {
+            let url = settings
+                .session
+                .redis_url
+                .clone()
+                .or_else(|| std::env::var("REDIS_URL").ok())
+                .unwrap_or_default();
+            Some(Arc::new(RedisSessionRegistry::new(
+                &url,
+                &settings.session.key_prefix,
+                sessions.ttl(),
+            )?))
         }
-        _ => (SessionStore::memory(ttl), None),
+        SessionBackend::Memory => None,
     };
     let engine = Engine::new(EngineSettings {
         env_floor: settings.env_floor.clone(),
@@ -73,7 +84,7 @@ pub fn build_with_catalog(
         max_output_bytes: settings.server.response_max_size,
         debug: settings.debug,
     });
-    let auth = Authenticator::new(settings.auth, catalog.clone())?;
+    let auth = Authenticator::new(&settings.auth, catalog.directory())?;
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),
         sessions,

@@ -15,6 +15,8 @@ use mcc_catalog::introspect::Introspector;
 use mcc_catalog::{Tool, User};
 use serde::Deserialize;
 
+use crate::auth::{Directory, SharedDirectory, UserEntry};
+
 /// One consistent view of tools and users. Never mutated; replaced whole.
 #[derive(Debug, Default)]
 pub struct Catalog {
@@ -64,21 +66,8 @@ pub enum CatalogError {
     Users { path: PathBuf, message: String },
 }
 
-/// One entry of the users file. `api_keys` belongs to the api_key auth backend and is
-/// accepted here so one file serves both.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UserEntry {
-    username: String,
-    #[serde(default)]
-    email: Option<String>,
-    #[serde(default)]
-    groups: Vec<String>,
-    #[serde(default)]
-    tools: Vec<String>,
-    #[serde(default, rename = "api_keys")]
-    _api_keys: Vec<serde_json::Value>,
-}
+/// The keys of a users-file entry.
+const USER_KEYS: [&str; 5] = ["username", "email", "groups", "tools", "api_keys"];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,48 +75,57 @@ struct UsersFile {
     users: Vec<UserEntry>,
 }
 
-/// Reads a users file: `users:` with username, email, groups, tools (and api_keys).
-pub fn load_users(path: &Path) -> Result<Vec<User>, CatalogError> {
+/// Reads a users file: `users:` with username, email, groups, tools and api_keys (the
+/// entry shape is [`crate::auth::UserEntry`]), checked as the auth directory needs it.
+pub fn load_users(path: &Path) -> Result<Directory, CatalogError> {
     let err = |message: String| CatalogError::Users {
         path: path.to_path_buf(),
         message,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let file: UsersFile = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut users = Vec::with_capacity(file.users.len());
-    for (i, entry) in file.users.into_iter().enumerate() {
-        if entry.username.trim().is_empty() {
-            return Err(err(format!("users[{i}]: username: must not be empty")));
+    let raw: serde_json::Value = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+    if let Some(users) = raw.get("users").and_then(|u| u.as_array()) {
+        for (i, user) in users.iter().enumerate() {
+            let unknown = user
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.keys())
+                .find(|k| !USER_KEYS.contains(&k.as_str()));
+            if let Some(key) = unknown {
+                return Err(err(format!(
+                    "users[{i}]: unknown key '{key}' (expected one of: {})",
+                    USER_KEYS.join(", ")
+                )));
+            }
         }
-        if !seen.insert(entry.username.clone()) {
-            return Err(err(format!(
-                "users[{i}]: username: '{}' is listed twice",
-                entry.username
-            )));
-        }
-        users.push(User {
-            username: entry.username,
-            email: entry.email,
-            groups: entry.groups,
-            tools: entry.tools,
-        });
     }
-    Ok(users)
+    let file: UsersFile = serde_json::from_value(raw).map_err(|e| err(e.to_string()))?;
+    if let Some(i) = file
+        .users
+        .iter()
+        .position(|u| u.user.username.trim().is_empty())
+    {
+        return Err(err(format!("users[{i}]: username: must not be empty")));
+    }
+    Directory::new(file.users).map_err(|e| err(e.to_string()))
 }
 
 /// Loads tools (files, directories, globs) and the users file into a snapshot. Runs
 /// Python for fn introspection, so call it off the async runtime.
-pub fn load(tool_entries: &[String], users_file: Option<&Path>) -> Result<Catalog, CatalogError> {
+pub fn load(
+    tool_entries: &[String],
+    users_file: Option<&Path>,
+) -> Result<(Catalog, Directory), CatalogError> {
     let loaded = mcc_catalog::load(tool_entries, &Introspector::default())?;
     for warning in &loaded.warnings {
         tracing::warn!(%warning, "tool file warning");
     }
-    let users = match users_file {
+    let directory = match users_file {
         Some(path) => load_users(path)?,
-        None => Vec::new(),
+        None => Directory::default(),
     };
-    Ok(Catalog::new(loaded.tools, users))
+    let catalog = Catalog::new(loaded.tools, directory.users().to_vec());
+    Ok((catalog, directory))
 }
 
 /// What `/readyz` reports about the catalog.
@@ -144,6 +142,8 @@ pub struct ReloadStatus {
 /// The catalog every request reads, plus where it came from. Cheap to share.
 pub struct LiveCatalog {
     current: ArcSwap<Catalog>,
+    /// The users (and API keys) authentication resolves against; swapped with the catalog.
+    directory: SharedDirectory,
     status: RwLock<ReloadStatus>,
     tool_entries: Vec<String>,
     users_file: Option<PathBuf>,
@@ -155,8 +155,10 @@ impl LiveCatalog {
         tool_entries: Vec<String>,
         users_file: Option<PathBuf>,
     ) -> Result<Self, CatalogError> {
-        let catalog = load(&tool_entries, users_file.as_deref())?;
-        Ok(Self::with_catalog(catalog, tool_entries, users_file))
+        let (catalog, directory) = load(&tool_entries, users_file.as_deref())?;
+        let live = Self::with_catalog(catalog, tool_entries, users_file);
+        live.directory.replace(directory);
+        Ok(live)
     }
 
     /// A live catalog around an already built snapshot (tests, benchmarks).
@@ -171,8 +173,12 @@ impl LiveCatalog {
             users: catalog.users().len(),
             last_error: None,
         };
+        let directory = SharedDirectory::new(
+            Directory::from_users(catalog.users().to_vec()).unwrap_or_default(),
+        );
         Self {
             current: ArcSwap::from_pointee(catalog),
+            directory,
             status: RwLock::new(status),
             tool_entries,
             users_file,
@@ -184,6 +190,11 @@ impl LiveCatalog {
         self.current.load_full()
     }
 
+    /// The users authentication resolves against (follows reloads).
+    pub fn directory(&self) -> SharedDirectory {
+        self.directory.clone()
+    }
+
     pub fn status(&self) -> ReloadStatus {
         self.status.read().expect("status lock").clone()
     }
@@ -192,13 +203,14 @@ impl LiveCatalog {
     /// the error. Blocking (runs introspection).
     pub fn reload(&self) -> Result<(), String> {
         match load(&self.tool_entries, self.users_file.as_deref()) {
-            Ok(catalog) => {
+            Ok((catalog, directory)) => {
                 let mut status = self.status.write().expect("status lock");
                 status.generation += 1;
                 status.tools = catalog.tools().len();
                 status.users = catalog.users().len();
                 status.last_error = None;
                 self.current.store(Arc::new(catalog));
+                self.directory.replace(directory);
                 tracing::info!(
                     tools = status.tools,
                     users = status.users,
@@ -304,8 +316,8 @@ mod tests {
             "users:\n  - username: alice\n    email: a@x\n    groups: [admin]\n  - username: bob\n    tools: [ops.t]\n    api_keys: []\n",
         );
         let users = load_users(&ok).unwrap();
-        assert_eq!(users[0].username, "alice");
-        assert_eq!(users[1].tools, vec!["ops.t"]);
+        assert_eq!(users.users()[0].username, "alice");
+        assert_eq!(users.users()[1].tools, vec!["ops.t"]);
 
         let dup = write(
             dir.path(),
@@ -313,7 +325,10 @@ mod tests {
             "users:\n  - username: a\n  - username: a\n",
         );
         let e = load_users(&dup).unwrap_err().to_string();
-        assert!(e.contains("d.yaml") && e.contains("users[1]"), "{e}");
+        assert!(
+            e.contains("d.yaml") && e.contains("'a' is listed more than once"),
+            "{e}"
+        );
 
         let unknown = write(
             dir.path(),

@@ -11,18 +11,23 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use crate::auth::AuthSettings;
+pub use crate::session::{SessionBackend, SessionSettings};
+
 /// The default env floor: the only gateway variables a tool sees without passthrough.
 pub const DEFAULT_ENV_FLOOR: [&str; 10] = [
     "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ", "TERM", "SHELL",
 ];
 
 /// All settings. Field names are the YAML keys.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub server: ServerSettings,
-    /// Auth backend: `dev-admin`, `dev-public`, `jwt` or `api_key`.
-    pub auth: AuthBackend,
+    /// Authentication: a backend name (`dev-admin`, `dev-public`, `jwt`, `api_key`) or
+    /// the full section (see `docs/auth.md`).
+    #[serde(deserialize_with = "crate::auth::deserialize_auth_settings")]
+    pub auth: AuthSettings,
     /// Tool files, directories or globs (file mode).
     pub tools: Vec<String>,
     /// The users YAML file (`users:` list) of file mode; none means no catalog users.
@@ -51,51 +56,11 @@ pub struct ServerSettings {
     pub legacy_sessions: bool,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum AuthBackend {
-    #[serde(rename = "dev-admin")]
-    DevAdmin,
-    #[serde(rename = "dev-public")]
-    DevPublic,
-    #[serde(rename = "jwt")]
-    Jwt,
-    #[serde(rename = "api_key")]
-    ApiKey,
-}
-
-impl AuthBackend {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthBackend::DevAdmin => "dev-admin",
-            AuthBackend::DevPublic => "dev-public",
-            AuthBackend::Jwt => "jwt",
-            AuthBackend::ApiKey => "api_key",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SessionBackend {
-    Memory,
-    Redis,
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct SessionSettings {
-    pub backend: SessionBackend,
-    /// Redis URL (`redis://` or `rediss://`); required when `backend` is `redis`.
-    pub redis_url: Option<String>,
-    /// Lifetime of session variables, handles and MCP sessions, in seconds.
-    pub ttl_seconds: u64,
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Self {
             server: ServerSettings::default(),
-            auth: AuthBackend::DevAdmin,
+            auth: AuthSettings::default(),
             tools: vec!["examples/".into()],
             users_file: None,
             session: SessionSettings::default(),
@@ -115,16 +80,6 @@ impl Default for ServerSettings {
             max_request_body: 4 * 1024 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             legacy_sessions: true,
-        }
-    }
-}
-
-impl Default for SessionSettings {
-    fn default() -> Self {
-        Self {
-            backend: SessionBackend::Memory,
-            redis_url: None,
-            ttl_seconds: 24 * 60 * 60,
         }
     }
 }
@@ -152,11 +107,13 @@ enum EnvKind {
     Scalar,
     /// A `;`-separated list.
     List,
+    /// A string taken as is (names, URLs, secrets: `0123` stays text).
+    Text,
 }
 
 /// Environment overrides: variable, key path, kind. Applied in this order.
 const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
-    ("MCC_SERVER__HOST", &["server", "host"], EnvKind::Scalar),
+    ("MCC_SERVER__HOST", &["server", "host"], EnvKind::Text),
     ("MCC_SERVER__PORT", &["server", "port"], EnvKind::Scalar),
     (
         "MCC_SERVER__RESPONSE_MAX_SIZE",
@@ -178,18 +135,53 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         &["server", "legacy_sessions"],
         EnvKind::Scalar,
     ),
-    ("MCC_AUTH", &["auth"], EnvKind::Scalar),
-    ("MCC_TOOL_FILES", &["tools"], EnvKind::List),
-    ("MCC_USERS_FILE", &["users_file"], EnvKind::Scalar),
+    ("MCC_AUTH", &["auth", "backend"], EnvKind::Text),
     (
-        "MCC_SESSION__BACKEND",
-        &["session", "backend"],
+        "MCC_AUTH__ALLOW_ANONYMOUS",
+        &["auth", "allow_anonymous"],
         EnvKind::Scalar,
     ),
     (
-        "MCC_SESSION__TTL_SECONDS",
-        &["session", "ttl_seconds"],
+        "MCC_AUTH__JWT__JWKS_URL",
+        &["auth", "jwt", "jwks_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__JWT__ISSUER",
+        &["auth", "jwt", "issuer"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__JWT__AUDIENCE",
+        &["auth", "jwt", "audience"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__JWT__HS256_SECRET",
+        &["auth", "jwt", "hs256_secret"],
+        EnvKind::Text,
+    ),
+    ("MCC_TOOL_FILES", &["tools"], EnvKind::List),
+    ("MCC_USERS_FILE", &["users_file"], EnvKind::Text),
+    (
+        "MCC_SESSION__BACKEND",
+        &["session", "backend"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SESSION__REDIS_URL",
+        &["session", "redis_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SESSION__TTL_SECS",
+        &["session", "ttl_secs"],
         EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__KEY_PREFIX",
+        &["session", "key_prefix"],
+        EnvKind::Text,
     ),
     ("MCC_ENV_FLOOR", &["env_floor"], EnvKind::List),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
@@ -231,6 +223,15 @@ pub fn load(
             message,
         })?;
         origin = path.display().to_string();
+    }
+    // `auth: <backend>` is shorthand for `auth: {backend: <backend>}`; expand it so
+    // environment overrides of auth keys apply to either form.
+    if let Some(Value::String(backend)) = tree.get("auth").cloned() {
+        set_path(
+            &mut tree,
+            &["auth"],
+            serde_json::json!({ "backend": backend }),
+        );
     }
     let mut env_origin = Vec::new();
     for (var, path, kind) in ENV_OVERRIDES {
@@ -287,6 +288,7 @@ fn env_value(raw: &str, kind: EnvKind) -> Value {
                 .collect(),
         ),
         EnvKind::Scalar => scalar(raw),
+        EnvKind::Text => Value::from(raw.trim()),
     }
 }
 
@@ -340,14 +342,25 @@ fn apply_redis_url(tree: &mut Value, redis_url: Option<String>, used: &mut Vec<&
 
 /// Checks that need more than a type: ranges, required companions, URL schemes.
 fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
+    const BACKENDS: [&str; 4] = ["dev-admin", "dev-public", "jwt", "api_key"];
+    if !BACKENDS.contains(&s.auth.backend.as_str()) {
+        return Err((
+            "auth.backend",
+            format!(
+                "Unknown auth backend: '{}' (expected one of: {})",
+                s.auth.backend,
+                BACKENDS.join(", ")
+            ),
+        ));
+    }
     if s.server.response_max_size == 0 {
         return Err(("server.response_max_size", "must be greater than 0".into()));
     }
     if s.server.max_request_body == 0 {
         return Err(("server.max_request_body", "must be greater than 0".into()));
     }
-    if s.session.ttl_seconds == 0 {
-        return Err(("session.ttl_seconds", "must be greater than 0".into()));
+    if s.session.ttl_secs == 0 {
+        return Err(("session.ttl_secs", "must be greater than 0".into()));
     }
     if s.reload_interval_ms == 0 {
         return Err(("reload_interval_ms", "must be greater than 0".into()));
@@ -423,12 +436,12 @@ mod tests {
     #[test]
     fn defaults_are_the_embedded_default() {
         let s = load(None, &env(&[])).unwrap();
-        assert_eq!(s, Settings::default());
         assert_eq!(s.bind_addr().to_string(), "127.0.0.1:8000");
         assert_eq!(s.server.response_max_size, 5_000_000);
-        assert_eq!(s.session.ttl_seconds, 86_400);
+        assert_eq!(s.session.ttl_secs, 86_400);
+        assert_eq!(s.session.backend, SessionBackend::Memory);
         assert_eq!(s.tools, vec!["examples/"]);
-        assert_eq!(s.auth, AuthBackend::DevAdmin);
+        assert_eq!(s.auth.backend, "dev-admin");
         assert_eq!(s.env_floor.len(), 10);
     }
 
@@ -447,7 +460,7 @@ mod tests {
         .unwrap();
         assert_eq!(s.server.port, 9100);
         assert_eq!(s.server.host, "0.0.0.0");
-        assert_eq!(s.auth, AuthBackend::DevPublic);
+        assert_eq!(s.auth.backend, "dev-public");
         assert_eq!(s.tools, vec!["x.yaml", "dir/"]);
         assert_eq!(s.env_floor, vec!["PATH", "HOME"]);
     }

@@ -18,8 +18,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tower_http::trace::TraceLayer;
 
+use crate::auth::{self, Authenticator};
 use crate::config::ServerSettings;
-use crate::identity::{self, Authenticator};
 use crate::jsonrpc_guard::{self, BodyLimit};
 use crate::mcp::{McpServer, Shared};
 
@@ -59,12 +59,19 @@ fn mcp_service(
 }
 
 /// The whole router.
-pub fn router(shared: Arc<Shared>, auth: Authenticator, options: McpOptions<'_>) -> Router {
+pub fn router(
+    shared: Arc<Shared>,
+    authenticator: Authenticator,
+    options: McpOptions<'_>,
+) -> Router {
     let limit = BodyLimit(options.server.max_request_body);
     let mcp = Router::new()
         .nest_service("/mcp", mcp_service(shared.clone(), options))
         .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
-        .layer(middleware::from_fn_with_state(auth, identity::layer));
+        .layer(middleware::from_fn_with_state(
+            authenticator,
+            auth::authenticate_request,
+        ));
     let state = HttpState { shared };
     Router::new()
         .route("/healthz", get(healthz))
@@ -90,7 +97,10 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         "ready": ready,
         "catalog": catalog,
         "session_store": {
-            "backend": state.shared.sessions.backend_name(),
+            "backend": match state.shared.sessions {
+                crate::session::SessionStore::Memory(_) => "memory",
+                crate::session::SessionStore::Redis(_) => "redis",
+            },
             "ok": store.is_ok(),
             "error": store.err().map(|e| e.to_string()),
         },

@@ -1,22 +1,23 @@
 //! The MCC gateway: an MCP server over streamable HTTP that serves a permission-controlled
 //! catalog of tools.
 //!
-//! Request path of `execute`, one module per step: [`identity`] (who is calling) → RBAC
+//! Request path of `execute`, one module per step: [`auth`] (who is calling) → RBAC
 //! ([`mcc_catalog::rbac`]) → params ([`mcc_catalog::params`], [`mcp::ask`]) → context
-//! ([`mcc_catalog::context`], [`mcp::state`]) → [`exec`] (environment, process, limits,
+//! ([`mcc_catalog::context`], [`session`]) → [`exec`] (environment, process, limits,
 //! transform, cache) → result → write-back; all of it in [`mcp::execute`].
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
 //! [`search`], [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
 
 pub mod app;
+pub mod auth;
 pub mod catalog;
 pub mod check;
 pub mod config;
 pub mod exec;
 pub mod http;
-pub mod identity;
 pub mod jsonrpc_guard;
 pub mod mcp;
 pub mod metrics;
 pub mod search;
+pub mod session;

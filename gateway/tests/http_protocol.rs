@@ -6,12 +6,11 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use mcc_gateway::config::AuthBackend;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_protocol_errors() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let http = reqwest::Client::new();
 
     // Malformed JSON: 400 with a JSON-RPC parse error.
@@ -66,7 +65,7 @@ async fn bad_requests_get_protocol_errors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_body_limit_and_allowed_hosts_come_from_settings() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = settings(dir.path(), AuthBackend::DevAdmin, None);
+    let mut s = settings(dir.path(), "dev-admin", None);
     s.server.max_request_body = 2048;
     s.server.allowed_hosts = vec!["mcc-gateway.mcc.svc".into()];
     let server = start_with(s, dir).await;
@@ -105,7 +104,7 @@ async fn request_body_limit_and_allowed_hosts_come_from_settings() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_and_metrics() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let http = reqwest::Client::new();
     let health = http
         .get(format!("{}/healthz", server.base))
@@ -151,7 +150,7 @@ async fn probes_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_file_edits_are_picked_up_and_broken_edits_keep_the_last_good_catalog() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let http = reqwest::Client::new();
     let client = stateless(&server.url, TestClient::plain()).await;
     let file = server.tools_file();
@@ -222,7 +221,7 @@ async fn redis_outage_keeps_catalog_tools_working_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let s = settings(
         dir.path(),
-        AuthBackend::DevAdmin,
+        "dev-admin",
         Some(&format!("redis://127.0.0.1:{port}")),
     );
     let server = start_with(s, dir).await;

@@ -4,13 +4,12 @@
 mod common;
 
 use common::*;
-use mcc_gateway::config::AuthBackend;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetPromptRequestParams};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_the_reference_tools_and_prompts() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = legacy(&server.url, TestClient::plain()).await;
     let info = client.peer_info().unwrap();
     assert_eq!(
@@ -46,7 +45,7 @@ async fn lists_the_reference_tools_and_prompts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_render_the_reference_texts() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = stateless(&server.url, TestClient::plain()).await;
     let get = |name: &str, a: serde_json::Value| {
         GetPromptRequestParams::new(name).with_arguments(args(a))
@@ -91,7 +90,7 @@ async fn prompts_render_the_reference_texts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seeds_session_example_in_both_generations() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     for client in [
         legacy(&server.url, TestClient::plain()).await,
         stateless(&server.url, TestClient::plain()).await,
@@ -156,7 +155,7 @@ async fn seeds_session_example_in_both_generations() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn set_session_refuses_bad_and_reserved_names_and_keeps_types() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = legacy(&server.url, TestClient::plain()).await;
     assert_eq!(
         call_text(
@@ -203,7 +202,7 @@ async fn set_session_refuses_bad_and_reserved_names_and_keeps_types() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_are_separate_per_session_and_handle() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let a = legacy(&server.url, TestClient::plain()).await;
     let b = legacy(&server.url, TestClient::plain()).await;
     call_text(&a, "set_session", json!({"name": "target", "value": "a"})).await;
@@ -255,7 +254,7 @@ async fn sessions_are_separate_per_session_and_handle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_set_session_calls_lose_no_update() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = std::sync::Arc::new(legacy(&server.url, TestClient::plain()).await);
     let mut tasks = Vec::new();
     for i in 0..20 {
@@ -284,7 +283,7 @@ async fn concurrent_set_session_calls_lose_no_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_filters_search_describe_whoami_and_execute() {
     // dev-public acts as bob: groups public, ops.
-    let server = start(AuthBackend::DevPublic).await;
+    let server = start("dev-public").await;
     let client = stateless(&server.url, TestClient::plain()).await;
     assert_eq!(
         call_text(&client, "whoami", json!({})).await,
@@ -344,7 +343,7 @@ async fn rbac_filters_search_describe_whoami_and_execute() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_sees_everything() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = legacy(&server.url, TestClient::plain()).await;
     let who = call_text(&client, "whoami", json!({})).await;
     assert_eq!(
@@ -362,7 +361,7 @@ async fn admin_sees_everything() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn execute_validation_errors_name_the_parameter() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let client = legacy(&server.url, TestClient::plain()).await;
     let r = call_text(
         &client,
@@ -402,7 +401,7 @@ async fn execute_validation_errors_name_the_parameter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_elicitation_asks_for_missing_params_and_honours_decline() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     for answer in [Answer::Decline, Answer::Cancel] {
         let handler = TestClient::answering(answer);
         let asked = handler.asked.clone();
@@ -425,7 +424,7 @@ async fn legacy_elicitation_asks_for_missing_params_and_honours_decline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_clients_get_input_required_for_missing_params() {
-    let server = start(AuthBackend::DevAdmin).await;
+    let server = start("dev-admin").await;
     let mut handler = TestClient::answering(Answer::Decline);
     handler.version = None;
     let asked = handler.asked.clone();

@@ -10,7 +10,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use mcc_gateway::config::AuthBackend;
 use serde_json::json;
 
 fn free_port() -> u16 {
@@ -36,7 +35,7 @@ impl Drop for Replica {
 }
 
 async fn spawn_replica(dir: &Path) -> Replica {
-    settings(dir, AuthBackend::DevAdmin, None); // writes the tool and users files
+    settings(dir, "dev-admin", None); // writes the tool and users files
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_mcc-gateway"))
         .arg("serve")

@@ -12,10 +12,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ask::{self, Asked};
-use super::state::Scope;
 use super::text;
 use super::{CallCtx, Shared};
 use crate::exec::{Call, Outcome};
+use crate::session::Scope;
 
 /// The arguments of `execute`.
 #[derive(Debug, Deserialize)]
@@ -73,7 +73,7 @@ async fn run(
         tracing::warn!(tool = key, "execute: unknown tool");
         return ("unknown", notice(text::unknown_tool(key)));
     };
-    let user = call.caller.user();
+    let user = call.caller.user.as_ref();
     if !tool.allows(user) {
         tracing::warn!(
             user = call.caller.username(),
@@ -100,10 +100,7 @@ async fn run(
     };
     let stored = match shared.sessions.vars(&scope).await {
         Ok(v) => v,
-        Err(e) => {
-            shared.metrics.store_error("vars");
-            return ("error", failure(e.to_string()));
-        }
+        Err(e) => return ("error", failure(shared.store_failure("vars", e))),
     };
     let context = context::assemble(user, &stored);
 
@@ -153,9 +150,9 @@ async fn write_back(
 ) {
     match context::sanitize_write_back(left) {
         Ok(vars) => {
-            if let Err(e) = shared.sessions.replace(scope, &vars).await {
-                shared.metrics.store_error("replace");
-                tracing::error!(tool = key, error = %e, "execute: write-back failed");
+            if let Err(e) = shared.sessions.replace(scope, vars).await {
+                let message = shared.store_failure("replace", e);
+                tracing::error!(tool = key, error = %message, "execute: write-back failed");
             }
         }
         Err(e) => tracing::warn!(

@@ -10,26 +10,47 @@ use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
 
-/// rmcp session states in Redis under `mcc:mcp-session:<id>`, with the session TTL.
+/// rmcp session states in Redis under `<prefix>:mcp-session:<id>`, with the session TTL.
 pub struct RedisSessionRegistry {
     conn: redis::aio::ConnectionManager,
+    prefix: String,
     ttl: Duration,
 }
 
-impl RedisSessionRegistry {
-    pub fn new(conn: redis::aio::ConnectionManager, ttl: Duration) -> Self {
-        Self { conn, ttl }
-    }
-}
+/// The registry could not be set up (bad URL).
+#[derive(Debug, thiserror::Error)]
+#[error("session.redis_url: {0}")]
+pub struct RegistryError(String);
 
-fn key(session_id: &str) -> String {
-    format!("mcc:mcp-session:{session_id}")
+impl RedisSessionRegistry {
+    /// Connects lazily; while Redis is down, calls fail fast and the connection manager
+    /// reconnects by itself when it returns.
+    pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
+        let client = redis::Client::open(url)
+            .map_err(|e| RegistryError(format!("{}: {e}", crate::session::redact_url(url))))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| RegistryError(e.to_string()))?;
+        Ok(Self {
+            conn,
+            prefix: prefix.to_string(),
+            ttl,
+        })
+    }
+
+    fn key(&self, session_id: &str) -> String {
+        format!("{}:mcp-session:{session_id}", self.prefix)
+    }
 }
 
 #[async_trait::async_trait]
 impl SessionStore for RedisSessionRegistry {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        let raw: Option<String> = self.conn.clone().get(key(session_id)).await?;
+        let raw: Option<String> = self.conn.clone().get(self.key(session_id)).await?;
         match raw {
             None => Ok(None),
             Some(text) => {
@@ -37,7 +58,7 @@ impl SessionStore for RedisSessionRegistry {
                 let _: Result<(), _> = self
                     .conn
                     .clone()
-                    .expire(key(session_id), self.ttl.as_secs() as i64)
+                    .expire(self.key(session_id), self.ttl.as_secs() as i64)
                     .await;
                 Ok(Some(serde_json::from_str(&text)?))
             }
@@ -48,13 +69,13 @@ impl SessionStore for RedisSessionRegistry {
         let text = serde_json::to_string(state)?;
         self.conn
             .clone()
-            .set_ex::<_, _, ()>(key(session_id), text, self.ttl.as_secs())
+            .set_ex::<_, _, ()>(self.key(session_id), text, self.ttl.as_secs())
             .await?;
         Ok(())
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
-        self.conn.clone().del::<_, ()>(key(session_id)).await?;
+        self.conn.clone().del::<_, ()>(self.key(session_id)).await?;
         Ok(())
     }
 }

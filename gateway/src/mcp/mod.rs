@@ -3,16 +3,15 @@
 //!
 //! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
 //! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
-//! - [`state`]: session variables; [`legacy_sessions`]: the cross-replica MCP session
-//!   registry.
+//! - [`legacy_sessions`]: the cross-replica MCP session registry; session variables are
+//!   [`crate::session`]'s.
 //!
-//! The caller comes from the request extensions (put there by [`crate::identity`]); this
-//! module never looks at credentials.
+//! The caller comes from the request extensions (put there by [`crate::auth`]'s
+//! middleware); this module never looks at credentials.
 
 pub mod ask;
 pub mod execute;
 pub mod legacy_sessions;
-pub mod state;
 pub mod surface;
 pub mod text;
 
@@ -30,11 +29,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
-use crate::identity::Caller;
 use crate::metrics::Metrics;
-use state::{DEFAULT_HANDLE, Scope, SessionStore};
+use crate::session::{Scope, SessionError, SessionStore};
 
 /// The server name clients see (the reference's).
 pub const SERVER_NAME: &str = "model-context-catalog (mcc)";
@@ -54,7 +53,7 @@ pub struct Shared {
 
 /// Who is calling and from which MCP session (legacy clients only).
 pub struct CallCtx {
-    pub caller: Caller,
+    pub caller: Identity,
     pub mcp_session: Option<String>,
 }
 
@@ -63,7 +62,7 @@ impl CallCtx {
         let parts = ctx.extensions.get::<http::request::Parts>();
         // No caller in the extensions means no auth layer ran: treat as anonymous.
         let caller = parts
-            .and_then(|p| p.extensions.get::<Caller>())
+            .and_then(|p| p.extensions.get::<Identity>())
             .cloned()
             .unwrap_or_default();
         let mcp_session = parts
@@ -81,28 +80,24 @@ impl Shared {
     /// The session scope of a call: an explicit handle (must be one this user minted),
     /// else the MCP session id, else the caller's default bucket.
     pub async fn scope(&self, call: &CallCtx, handle: Option<&str>) -> Result<Scope, String> {
-        let username = call.caller.username().to_string();
-        if let Some(handle) = handle {
-            let scope = Scope {
-                handle: handle.to_string(),
-                username,
-            };
-            return match self.sessions.handle_valid(&scope).await {
-                Ok(true) => Ok(scope),
-                Ok(false) => Err(format!(
-                    "Unknown or expired session '{handle}': call new_session() for a new handle, or omit `session`."
-                )),
-                Err(e) => {
-                    self.metrics.store_error("handle");
-                    Err(e.to_string())
-                }
-            };
+        let username = call.caller.username();
+        let scope = match (handle, &call.mcp_session) {
+            (Some(handle), _) => self.sessions.scope_for_handle(handle, username).await,
+            (None, Some(id)) => Scope::new(id, username),
+            (None, None) => Ok(Scope::default_for(username)),
+        };
+        scope.map_err(|e| self.store_failure("scope", e))
+    }
+
+    /// The text for a failed session-store call; counts outages.
+    pub fn store_failure(&self, operation: &str, e: SessionError) -> String {
+        if matches!(
+            e,
+            SessionError::Unavailable(_) | SessionError::Corrupt { .. }
+        ) {
+            self.metrics.store_error(operation);
         }
-        let handle = call
-            .mcp_session
-            .clone()
-            .unwrap_or_else(|| DEFAULT_HANDLE.to_string());
-        Ok(Scope { handle, username })
+        e.to_string()
     }
 }
 
@@ -190,12 +185,12 @@ impl McpServer {
                 let groups = a.groups.unwrap_or_default();
                 text_result(
                     name,
-                    text::describe_tools(&catalog, call.caller.user(), &groups),
+                    text::describe_tools(&catalog, call.caller.user.as_ref(), &groups),
                 )
             }),
             "whoami" => parse::<NoArgs>(name, &args).map(|_| {
                 let catalog = self.shared.catalog.snapshot();
-                text_result(name, text::whoami(&catalog, call.caller.user()))
+                text_result(name, text::whoami(&catalog, call.caller.user.as_ref()))
             }),
             "set_session" => match parse::<SetArgs>(name, &args) {
                 Ok(_) if !args.contains_key("value") => Err(error_result(
@@ -237,7 +232,12 @@ impl McpServer {
     fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
         let started = Instant::now();
         let catalog = self.shared.catalog.snapshot();
-        let hits = crate::search::search(&catalog, &args.query, call.caller.user(), args.min_score);
+        let hits = crate::search::search(
+            &catalog,
+            &args.query,
+            call.caller.user.as_ref(),
+            args.min_score,
+        );
         let out = text::search_results(hits);
         self.shared.metrics.search(started.elapsed());
         text_result("search", out)
@@ -254,7 +254,7 @@ impl McpServer {
         match self
             .shared
             .sessions
-            .set(&scope, &args.name, &args.value)
+            .set(&scope, &args.name, args.value)
             .await
         {
             Ok(()) => text_result(
@@ -275,12 +275,9 @@ impl McpServer {
         };
         let stored = match self.shared.sessions.vars(&scope).await {
             Ok(v) => v,
-            Err(e) => {
-                self.shared.metrics.store_error("vars");
-                return error_result(e.to_string());
-            }
+            Err(e) => return error_result(self.shared.store_failure("vars", e)),
         };
-        let context = mcc_catalog::context::assemble(call.caller.user(), &stored);
+        let context = mcc_catalog::context::assemble(call.caller.user.as_ref(), &stored);
         let value = context.get(&args.name).cloned().unwrap_or(Value::Null);
         text_result("get_session", mcc_catalog::pyfmt::json_dumps(&value))
     }
@@ -293,10 +290,7 @@ impl McpServer {
             .await
         {
             Ok(handle) => text_result("new_session", handle),
-            Err(e) => {
-                self.shared.metrics.store_error("mint");
-                error_result(e.to_string())
-            }
+            Err(e) => error_result(self.shared.store_failure("mint", e)),
         }
     }
 }

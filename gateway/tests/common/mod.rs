@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use mcc_gateway::config::{self, AuthBackend, SessionBackend, Settings};
+use mcc_gateway::config::{self, AuthSettings, SessionBackend, Settings};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
     ElicitResult, ElicitationAction, Implementation, ProtocolVersion,
@@ -105,7 +105,7 @@ impl Server {
 }
 
 /// Settings for a test gateway over files in `dir`.
-pub fn settings(dir: &Path, auth: AuthBackend, redis: Option<&str>) -> Settings {
+pub fn settings(dir: &Path, auth: &str, redis: Option<&str>) -> Settings {
     let tools_dir = dir.join("tools");
     std::fs::create_dir_all(&tools_dir).unwrap();
     if !tools_dir.join("tools.yaml").exists() {
@@ -118,7 +118,10 @@ pub fn settings(dir: &Path, auth: AuthBackend, redis: Option<&str>) -> Settings 
     let mut s = Settings {
         tools: vec![tools_dir.display().to_string()],
         users_file: Some(users),
-        auth,
+        auth: AuthSettings {
+            backend: auth.to_string(),
+            ..AuthSettings::default()
+        },
         reload_interval_ms: 100,
         ..Settings::default()
     };
@@ -151,7 +154,7 @@ pub async fn start_with(settings: Settings, dir: tempfile::TempDir) -> Server {
 }
 
 /// A gateway over the standard tool and users files, sessions in the shared Redis.
-pub async fn start(auth: AuthBackend) -> Server {
+pub async fn start(auth: &str) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let s = settings(dir.path(), auth, Some(&redis_url()));
     start_with(s, dir).await
