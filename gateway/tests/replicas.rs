@@ -49,16 +49,18 @@ async fn spawn_replica(dir: &Path) -> Replica {
         .spawn()
         .expect("the gateway binary starts");
     let base = format!("http://127.0.0.1:{port}");
+    // Owned at once, so the process is killed and reaped on every path.
+    let replica = Replica {
+        child,
+        url: format!("{base}/mcp"),
+        base,
+    };
     let http = reqwest::Client::new();
     for _ in 0..100 {
-        if let Ok(r) = http.get(format!("{base}/readyz")).send().await
+        if let Ok(r) = http.get(format!("{}/readyz", replica.base)).send().await
             && r.status().is_success()
         {
-            return Replica {
-                child,
-                url: format!("{base}/mcp"),
-                base,
-            };
+            return replica;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

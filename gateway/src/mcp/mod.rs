@@ -125,12 +125,10 @@ fn error_result(text: String) -> CallToolResponse {
     CallToolResult::error(vec![ContentBlock::text(text)]).into()
 }
 
-fn parse<T: DeserializeOwned>(
-    tool: &str,
-    args: &Map<String, Value>,
-) -> Result<T, CallToolResponse> {
+/// The arguments of an MCP tool, or the error text naming what is wrong with them.
+fn parse<T: DeserializeOwned>(tool: &str, args: &Map<String, Value>) -> Result<T, String> {
     serde_json::from_value(Value::Object(args.clone()))
-        .map_err(|e| error_result(format!("Invalid arguments for tool '{tool}': {e}")))
+        .map_err(|e| format!("Invalid arguments for tool '{tool}': {e}"))
 }
 
 #[derive(Deserialize)]
@@ -178,24 +176,20 @@ impl McpServer {
         let call = CallCtx::from_request(ctx);
         let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
+        let catalog = || self.shared.catalog.snapshot();
+        let user = call.caller.user.as_ref();
         let result = match name {
             "search" => parse::<SearchArgs>(name, &args).map(|a| self.search(&call, a)),
             "describe_tools" => parse::<DescribeArgs>(name, &args).map(|a| {
-                let catalog = self.shared.catalog.snapshot();
                 let groups = a.groups.unwrap_or_default();
-                text_result(
-                    name,
-                    text::describe_tools(&catalog, call.caller.user.as_ref(), &groups),
-                )
+                text_result(name, text::describe_tools(&catalog(), user, &groups))
             }),
-            "whoami" => parse::<NoArgs>(name, &args).map(|_| {
-                let catalog = self.shared.catalog.snapshot();
-                text_result(name, text::whoami(&catalog, call.caller.user.as_ref()))
-            }),
+            "whoami" => parse::<NoArgs>(name, &args)
+                .map(|_| text_result(name, text::whoami(&catalog(), user))),
             "set_session" => match parse::<SetArgs>(name, &args) {
-                Ok(_) if !args.contains_key("value") => Err(error_result(
-                    "Invalid arguments for tool 'set_session': missing field `value`".into(),
-                )),
+                Ok(_) if !args.contains_key("value") => Err(
+                    "Invalid arguments for tool 'set_session': missing field `value`".to_string(),
+                ),
                 Ok(a) => Ok(self.set_session(&call, a).await),
                 Err(e) => Err(e),
             },
@@ -208,14 +202,10 @@ impl McpServer {
                 Err(e) => Err(e),
             },
             "execute" => match parse::<execute::ExecuteArgs>(name, &args) {
-                Ok(a) => Ok(execute::execute(
-                    &self.shared,
-                    &call,
-                    a,
-                    ctx,
-                    request.input_responses.as_ref(),
-                )
-                .await),
+                Ok(a) => {
+                    let answers = request.input_responses.as_ref();
+                    Ok(execute::execute(&self.shared, &call, a, ctx, answers).await)
+                }
                 Err(e) => Err(e),
             },
             other => {
@@ -226,7 +216,7 @@ impl McpServer {
             }
         };
         self.shared.metrics.mcp_call(name);
-        Ok(result.unwrap_or_else(|e| e))
+        Ok(result.unwrap_or_else(error_result))
     }
 
     fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
