@@ -357,3 +357,21 @@ pub async fn raw_call(
 pub fn default_settings() -> Settings {
     config::Settings::default()
 }
+
+/// A client of either generation that sends `Authorization: Bearer <token>`.
+pub async fn with_token(url: &str, token: &str, stateless_client: bool) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let lifecycle = if stateless_client {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    TestClient::plain()
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("authenticated client connects")
+}
