@@ -110,6 +110,13 @@ impl Identity {
         Self { user: Some(user) }
     }
 
+    /// The identity [`middleware::authenticate_request`] stored in a request's parts (rmcp
+    /// hands the parts to each handler in its request context). `None` means the
+    /// middleware did not run for this request: refuse the call rather than guess.
+    pub fn from_parts(parts: &http::request::Parts) -> Option<&Identity> {
+        parts.extensions.get::<Identity>()
+    }
+
     /// The username the session store and logs use (`anonymous` when there is none).
     pub fn username(&self) -> &str {
         self.user
