@@ -97,9 +97,9 @@ async fn jwks_over_https_trusts_the_configured_ca_only() {
     // Without the CA the server's certificate is not trusted: no keys, 503 not 401.
     let without_ca = Authenticator::new(&settings(None), users()).unwrap();
     let err = username(&without_ca, &good).await.unwrap_err();
-    assert!(
-        matches!(&err, AuthError::KeysUnavailable(why) if why.contains("certificate")),
-        "{err}"
+    assert_eq!(
+        err,
+        AuthError::KeysUnavailable("the signing keys could not be fetched".into())
     );
 
     let bad_ca = Authenticator::new(&settings(Some(fixture("rsa1.pub.pem"))), users());

@@ -15,7 +15,7 @@ async fn claims_select_catalog_users() {
     let by_email = rs256(
         "rsa1",
         "rsa1.key.pem",
-        &claims(json!({"email": "alice@example.com", "sub": "x1"})),
+        &claims(json!({"email": "Alice@Example.com", "sub": "x1"})),
     );
     let identity = auth.authenticate(&bearer(&by_email)).await.unwrap();
     assert_eq!(identity.user.unwrap().groups, vec!["osint".to_string()]);

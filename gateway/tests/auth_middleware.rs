@@ -6,9 +6,9 @@ mod auth_support;
 use auth_support::*;
 use std::net::SocketAddr;
 
+use axum::Router;
 use axum::body::Bytes;
 use axum::routing::get;
-use axum::{Extension, Router};
 use http::{HeaderMap, StatusCode, header};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -17,8 +17,9 @@ use jsonwebtoken::Algorithm;
 use mcc_gateway::auth::{AuthSettings, Authenticator, Identity, JwtSettings, authenticate_request};
 use serde_json::json;
 
-async fn whoami(Extension(identity): Extension<Identity>) -> String {
-    identity.username().to_string()
+/// Reads the identity from the request parts, as an rmcp tool handler does.
+async fn whoami(parts: http::request::Parts) -> String {
+    Identity::from_parts(&parts).map_or("<no identity>".into(), |id| id.username().to_string())
 }
 
 async fn gateway(allow_anonymous: bool) -> SocketAddr {

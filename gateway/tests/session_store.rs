@@ -152,6 +152,13 @@ async fn buckets_expire_after_the_ttl_without_writes() {
         let scope = Scope::default_for("alice");
         assert_eq!(store.vars(&scope).await.unwrap(), Map::new(), "{backend}");
         assert_eq!(store.remaining(&scope).await.unwrap(), None, "{backend}");
+        // A write after expiry starts a new bucket: nothing old comes back.
+        store.set(&scope, "b", json!(2)).await.unwrap();
+        assert_eq!(
+            store.vars(&scope).await.unwrap(),
+            map(json!({"b": 2})),
+            "{backend}"
+        );
     }
     backends.cleanup().await;
 }

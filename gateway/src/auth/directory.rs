@@ -122,7 +122,7 @@ impl Directory {
             let index = dir.users.len();
             if let Some(email) = &entry.user.email {
                 // The first user with an email wins, as a lookup by email in MCC does.
-                dir.by_email.entry(email.clone()).or_insert(index);
+                dir.by_email.entry(email.to_lowercase()).or_insert(index);
             }
             dir.by_name.insert(name, index);
             dir.users.push(entry.user);
@@ -138,8 +138,11 @@ impl Directory {
         self.by_name.get(username).map(|&i| &self.users[i])
     }
 
+    /// The user with this email, compared case-insensitively (providers differ in case).
     pub fn by_email(&self, email: &str) -> Option<&User> {
-        self.by_email.get(email).map(|&i| &self.users[i])
+        self.by_email
+            .get(&email.to_lowercase())
+            .map(|&i| &self.users[i])
     }
 
     /// The first user (in catalog order) who is in `group`.

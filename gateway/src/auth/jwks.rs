@@ -143,8 +143,11 @@ impl JwksCache {
             }
             Err(reason) => {
                 tracing::warn!(url = %self.options.url, %reason, "JWKS fetch failed");
-                // Keep serving keys we already trust rather than locking everyone out.
-                set.find(kid).ok_or(AuthError::KeysUnavailable(reason))
+                // Keep serving keys we already trust rather than locking everyone out. The
+                // caller gets no detail: the URL and the cause are for the operator's log.
+                set.find(kid).ok_or_else(|| {
+                    AuthError::KeysUnavailable("the signing keys could not be fetched".into())
+                })
             }
         }
     }

@@ -110,6 +110,13 @@ impl Identity {
         Self { user: Some(user) }
     }
 
+    /// The identity [`middleware::authenticate_request`] stored in a request's parts (rmcp
+    /// hands the parts to each handler in its request context). `None` means the
+    /// middleware did not run for this request: refuse the call rather than guess.
+    pub fn from_parts(parts: &http::request::Parts) -> Option<&Identity> {
+        parts.extensions.get::<Identity>()
+    }
+
     /// The username the session store and logs use (`anonymous` when there is none).
     pub fn username(&self) -> &str {
         self.user
@@ -195,25 +202,25 @@ impl Authenticator {
     /// The identity behind a request's headers.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
         let directory = self.inner.users.current();
-        let kind = match &self.inner.backend {
-            Backend::Dev(dev) => return Ok(Identity::user(dev_user(&directory, *dev))),
-            Backend::Jwt(_) => CredentialKind::Jwt,
-            Backend::ApiKey => CredentialKind::ApiKey,
-        };
-        let Some(credential) = credential(headers, kind)? else {
-            return if self.inner.allow_anonymous {
-                Ok(Identity::anonymous())
-            } else {
-                Err(AuthError::Missing(kind.hint()))
-            };
-        };
         match &self.inner.backend {
-            Backend::Jwt(verifier) => verifier
-                .verify(credential, &directory)
-                .await
-                .map(Identity::user),
-            Backend::ApiKey => api_key_user(&directory, credential).map(Identity::user),
-            Backend::Dev(_) => unreachable!("dev backends returned above"),
+            Backend::Dev(dev) => Ok(Identity::user(dev_user(&directory, *dev))),
+            Backend::Jwt(verifier) => match credential(headers, CredentialKind::Jwt)? {
+                Some(token) => verifier.verify(token, &directory).await.map(Identity::user),
+                None => self.without_credential(CredentialKind::Jwt),
+            },
+            Backend::ApiKey => match credential(headers, CredentialKind::ApiKey)? {
+                Some(key) => api_key_user(&directory, key).map(Identity::user),
+                None => self.without_credential(CredentialKind::ApiKey),
+            },
+        }
+    }
+
+    /// A request with no credential at all: anonymous if allowed, else refused.
+    fn without_credential(&self, kind: CredentialKind) -> Result<Identity, AuthError> {
+        if self.inner.allow_anonymous {
+            Ok(Identity::anonymous())
+        } else {
+            Err(AuthError::Missing(kind.hint()))
         }
     }
 

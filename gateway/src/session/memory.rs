@@ -77,11 +77,21 @@ impl MemoryStore {
 
     pub fn set(&self, scope: &Scope, name: &str, value: Value) {
         let mut state = self.lock();
-        let mut vars = Self::live_bucket(&state, scope)
-            .cloned()
-            .unwrap_or_default();
-        vars.insert(name.to_string(), value);
-        self.write(&mut state, scope, vars);
+        let expires = Instant::now() + self.ttl;
+        let bucket = state
+            .buckets
+            .entry(scope.clone())
+            .or_insert_with(|| Expiring {
+                value: Map::new(),
+                expires,
+            });
+        if !bucket.live() {
+            // An expired bucket is gone, as in Redis: start from nothing.
+            bucket.value.clear();
+        }
+        bucket.value.insert(name.to_string(), value);
+        bucket.expires = expires;
+        Self::count_write(&mut state);
     }
 
     pub fn replace(&self, scope: &Scope, vars: Map<String, Value>) {
@@ -103,6 +113,11 @@ impl MemoryStore {
                 expires,
             },
         );
+        Self::count_write(state);
+    }
+
+    /// Count a write; now and then drop what has expired so memory stays bounded.
+    fn count_write(state: &mut State) {
         state.writes += 1;
         if state.writes.is_multiple_of(SWEEP_EVERY) {
             state.buckets.retain(|_, b| b.live());
