@@ -1,11 +1,11 @@
 //! The HTTP surface end to end: protocol-correct errors for bad requests, allowed hosts,
 //! probes, metrics, hot reload, and a Redis outage with recovery.
 
-mod common;
+mod mcp_support;
 
 use std::time::Duration;
 
-use common::*;
+use mcp_support::*;
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,13 +2,13 @@
 //! the users file), HS256 JWTs (minted here), anonymous access when allowed, and the 401
 //! challenge for a missing or bad credential.
 
-mod common;
+mod mcp_support;
 
 use std::time::Duration;
 
-use common::*;
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use mcc_gateway::auth::api_key;
+use mcp_support::*;
 use serde_json::{Value, json};
 
 const SECRET: &str = "an-hs256-secret-for-tests-only-32-bytes+";

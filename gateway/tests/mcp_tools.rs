@@ -1,9 +1,9 @@
 //! Every MCP tool and prompt end to end: a real gateway over HTTP, the rmcp client of both
 //! protocol generations, sessions in the real Redis.
 
-mod common;
+mod mcp_support;
 
-use common::*;
+use mcp_support::*;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, GetPromptRequestParams};
 use serde_json::json;
 

@@ -3,13 +3,13 @@
 //! (SIGKILL), and the session goes on on B (and on a replica started afterwards) with its
 //! variables intact. Also: the binary's startup errors and graceful shutdown.
 
-mod common;
+mod mcp_support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use mcp_support::*;
 use serde_json::json;
 
 fn free_port() -> u16 {

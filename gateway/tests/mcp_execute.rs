@@ -1,17 +1,12 @@
-//! The execute path through the real execution engine (branch `exec`): results, context
-//! injection, elicitation/input_required answers, fn write-back, response truncation.
-//!
-//! Ignored until the engine is merged (here `Engine::execute` answers `NotBuilt`); after
-//! the merge, remove the `#[ignore]`s or run `cargo test -p mcc-gateway --test
-//! needs_engine -- --ignored`.
+//! The execute path end to end through the real execution engine: results, context
+//! injection, elicitation and input_required answers, fn write-back, response truncation.
 
-mod common;
+mod mcp_support;
 
-use common::*;
+use mcp_support::*;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the execution engine (branch exec)"]
 async fn execute_runs_tools_and_injects_the_session() {
     let server = start("dev-admin").await;
     let client = legacy(&server.url, TestClient::plain()).await;
@@ -54,7 +49,6 @@ async fn execute_runs_tools_and_injects_the_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the execution engine (branch exec)"]
 async fn missing_params_answered_by_elicitation_and_input_required() {
     let server = start("dev-admin").await;
     let legacy_client = legacy(
@@ -98,7 +92,6 @@ def spoil(context: dict = None) -> str:
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the execution engine (branch exec)"]
 async fn fn_tools_write_back_the_session() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tools")).unwrap();
@@ -146,7 +139,6 @@ async fn fn_tools_write_back_the_session() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the execution engine (branch exec)"]
 async fn large_results_are_truncated() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = settings(dir.path(), "dev-admin", None);

@@ -1,0 +1,377 @@
+//! Test fixtures: a real gateway on a free port (real HTTP, real Redis), tool and users
+//! files in a temporary directory, rmcp clients of both protocol generations, and raw
+//! JSON-RPC over HTTP for protocol-level checks.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use mcc_gateway::config::{self, AuthSettings, SessionBackend, Settings};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{
+    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData as McpError, ServiceExt,
+};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// Tool files used across the tests: public, ops and admin tools, with params.
+pub const TOOLS: &str = r#"
+tools:
+  - name: echo
+    groups: [public]
+    description: Echo a message back.
+    params:
+      - name: message
+        type: str
+        required: true
+        description: The text to echo.
+    exec: printf '%s' {{ message | quote }}
+  - name: greet
+    groups: [public]
+    description: Greet someone a number of times.
+    params:
+      - name: name
+        type: str
+        required: true
+      - name: times
+        type: int
+        required: true
+    exec: for i in $(seq {{ times }}); do echo "hi {{ name }}"; done
+  - name: restart
+    groups: [ops]
+    description: Restart a service by name.
+    params:
+      - name: service
+        type: str
+        required: true
+    exec: echo restarting {{ service | quote }}
+  - name: shell
+    groups: [admin]
+    description: Run a shell command and return its output.
+    params:
+      - name: command
+        type: str
+        required: true
+    exec: "{{ command }}"
+  - name: ctx
+    groups: [public]
+    description: Print the session context a shell tool receives.
+    exec: 'echo "$MCC_CTX_USER $MCC_CTX_TARGET $MCC_CTX_BUDGET"'
+"#;
+
+/// Users: bob (public, ops) is the first public user, so dev-public acts as bob;
+/// alice (admin) is the first admin user, so dev-admin acts as alice.
+pub const USERS: &str = r#"
+users:
+  - username: alice
+    email: alice@example.com
+    groups: [admin, osint]
+  - username: bob
+    groups: [public, ops]
+  - username: carol
+    groups: [public]
+    tools: [admin.shell]
+"#;
+
+/// A running gateway and what it was built from.
+pub struct Server {
+    pub url: String,
+    pub base: String,
+    pub dir: tempfile::TempDir,
+    pub shutdown: CancellationToken,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+    pub gateway_shared: Arc<mcc_gateway::mcp::Shared>,
+}
+
+impl Server {
+    pub fn tools_file(&self) -> PathBuf {
+        self.dir.path().join("tools").join("tools.yaml")
+    }
+
+    /// Stops the server (in-flight requests finish) and waits for it.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.task).await;
+    }
+}
+
+/// Settings for a test gateway over files in `dir`.
+pub fn settings(dir: &Path, auth: &str, redis: Option<&str>) -> Settings {
+    let tools_dir = dir.join("tools");
+    std::fs::create_dir_all(&tools_dir).unwrap();
+    if !tools_dir.join("tools.yaml").exists() {
+        std::fs::write(tools_dir.join("tools.yaml"), TOOLS).unwrap();
+    }
+    let users = dir.join("users.yaml");
+    if !users.exists() {
+        std::fs::write(&users, USERS).unwrap();
+    }
+    let mut s = Settings {
+        tools: vec![tools_dir.display().to_string()],
+        users_file: Some(users),
+        auth: AuthSettings {
+            backend: auth.to_string(),
+            ..AuthSettings::default()
+        },
+        reload_interval_ms: 100,
+        ..Settings::default()
+    };
+    s.server.port = 0;
+    if let Some(url) = redis {
+        s.session.backend = SessionBackend::Redis;
+        s.session.redis_url = Some(url.to_string());
+    }
+    s
+}
+
+/// Starts a gateway with `settings` on a free loopback port.
+pub async fn start_with(settings: Settings, dir: tempfile::TempDir) -> Server {
+    let shutdown = CancellationToken::new();
+    let gateway = mcc_gateway::app::build(&settings, shutdown.clone())
+        .await
+        .expect("gateway builds");
+    let shared = gateway.shared.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(gateway.serve(listener, shutdown.clone()));
+    Server {
+        url: format!("http://{addr}/mcp"),
+        base: format!("http://{addr}"),
+        dir,
+        shutdown,
+        task,
+        gateway_shared: shared,
+    }
+}
+
+/// A gateway over the standard tool and users files, sessions in the shared Redis.
+pub async fn start(auth: &str) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let s = settings(dir.path(), auth, Some(&redis_url()));
+    start_with(s, dir).await
+}
+
+/// How the test client answers elicitation requests.
+#[derive(Clone)]
+pub enum Answer {
+    Accept(Value),
+    Decline,
+    Cancel,
+}
+
+/// An MCP client that may declare elicitation and records the questions it got.
+#[derive(Clone)]
+pub struct TestClient {
+    pub answer: Option<Answer>,
+    pub asked: Arc<Mutex<Vec<String>>>,
+    pub version: Option<ProtocolVersion>,
+}
+
+impl TestClient {
+    pub fn plain() -> Self {
+        Self {
+            answer: None,
+            asked: Default::default(),
+            version: None,
+        }
+    }
+
+    pub fn answering(answer: Answer) -> Self {
+        Self {
+            answer: Some(answer),
+            ..Self::plain()
+        }
+    }
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        let caps = if self.answer.is_some() {
+            ClientCapabilities::builder().enable_elicitation().build()
+        } else {
+            ClientCapabilities::default()
+        };
+        let config = ClientConfig::new(caps, Implementation::new("mcc-test-client", "0.0.1"));
+        match &self.version {
+            Some(v) => config.with_protocol_version(v.clone()),
+            None => config,
+        }
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.asked.lock().unwrap().push(message.clone());
+        }
+        Ok(match self.answer.clone() {
+            Some(Answer::Accept(content)) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content)
+            }
+            Some(Answer::Decline) | None => ElicitResult::new(ElicitationAction::Decline),
+            Some(Answer::Cancel) => ElicitResult::new(ElicitationAction::Cancel),
+        })
+    }
+}
+
+pub type Client = RunningService<RoleClient, TestClient>;
+
+/// A legacy client (initialize handshake, `Mcp-Session-Id`).
+pub async fn legacy(url: &str, handler: TestClient) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    handler
+        .serve(transport)
+        .await
+        .expect("legacy client connects")
+}
+
+/// A 2026-07-28 client (stateless, no session id).
+pub async fn stateless(url: &str, handler: TestClient) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    handler
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("2026-07-28 client connects")
+}
+
+pub fn args(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().expect("arguments are an object")
+}
+
+/// Calls an MCP tool and returns the whole result.
+pub async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args(arguments)))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} call failed: {e}"))
+}
+
+/// The text of a tool result (its text blocks joined).
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("")
+}
+
+/// Calls a tool and returns its text.
+pub async fn call_text(client: &Client, tool: &str, arguments: Value) -> String {
+    text(&call(client, tool, arguments).await)
+}
+
+/// A raw JSON-RPC POST to `/mcp`; returns status, session id header and the JSON-RPC
+/// messages of the body (plain JSON or SSE `data:` lines).
+pub async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: String,
+) -> (u16, Option<String>, Vec<Value>) {
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(id) = session {
+        req = req
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    let resp = req.send().await.expect("HTTP request");
+    let status = resp.status().as_u16();
+    let sid = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let body = resp.text().await.unwrap_or_default();
+    (status, sid, messages(&body))
+}
+
+fn messages(body: &str) -> Vec<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(body) {
+        return vec![v];
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect()
+}
+
+/// The legacy handshake over raw HTTP; returns the session id.
+pub async fn raw_initialize(http: &reqwest::Client, url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, sid, msgs) = post(http, url, None, init.to_string()).await;
+    assert_eq!(status, 200, "{msgs:?}");
+    let sid = sid.expect("initialize returns Mcp-Session-Id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post(http, url, Some(&sid), note.to_string()).await;
+    assert_eq!(status, 202);
+    sid
+}
+
+/// A `tools/call` over raw HTTP within a legacy session; returns the result text.
+pub async fn raw_call(
+    http: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    id: u64,
+    tool: &str,
+    arguments: Value,
+) -> String {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments}});
+    let (status, _, msgs) = post(http, url, Some(sid), body.to_string()).await;
+    assert_eq!(status, 200, "{tool}: {msgs:?}");
+    let reply = msgs
+        .iter()
+        .find(|m| m.get("id") == Some(&json!(id)))
+        .unwrap_or_else(|| panic!("no reply to {tool}: {msgs:?}"));
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {reply}"))
+        .to_string()
+}
+
+/// Default test settings reachable from tests that build their own.
+pub fn default_settings() -> Settings {
+    config::Settings::default()
+}
+
+/// A client of either generation that sends `Authorization: Bearer <token>`.
+pub async fn with_token(url: &str, token: &str, stateless_client: bool) -> Client {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let lifecycle = if stateless_client {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    TestClient::plain()
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .expect("authenticated client connects")
+}
