@@ -23,6 +23,8 @@ pub struct Catalog {
     tools: Vec<Tool>,
     by_key: HashMap<String, usize>,
     users: Vec<User>,
+    /// Built on the first search of this snapshot.
+    search_index: crate::search::LazyIndex,
 }
 
 impl Catalog {
@@ -36,7 +38,13 @@ impl Catalog {
             tools,
             by_key,
             users,
+            search_index: Default::default(),
         }
+    }
+
+    /// The search index of this snapshot (built once, on first use).
+    pub fn search_index(&self) -> &crate::search::Index {
+        self.search_index.get(&self.tools)
     }
 
     pub fn tools(&self) -> &[Tool] {

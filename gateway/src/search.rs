@@ -8,30 +8,96 @@
 //! a segment of the tool key, 2 when it is a word of the signature's parameter names,
 //! 1 when it appears anywhere in the signature text; the sum is the score.
 
+use std::sync::OnceLock;
+
 use mcc_catalog::{Tool, User};
 
 use crate::catalog::Catalog;
 
-/// The tools `user` may run that match `query`, best first, with their scores. Tools that
-/// match no term are left out; so are tools below `min_score`.
+/// One search result.
+#[derive(Debug, Clone, Copy)]
+pub struct Hit<'a> {
+    pub score: f64,
+    pub tool: &'a Tool,
+    /// The tool's signature block (what `search` shows).
+    pub signature: &'a str,
+}
+
+/// What the ranking needs of each tool, computed once per catalog snapshot.
+#[derive(Debug, Default)]
+pub struct Index {
+    docs: Vec<Doc>,
+}
+
+#[derive(Debug)]
+struct Doc {
+    key_words: Vec<String>,
+    param_words: Vec<String>,
+    /// Sorted and deduplicated, for binary search.
+    text_words: Vec<String>,
+    signature: String,
+}
+
+impl Index {
+    /// Indexes `tools` (in catalog order).
+    pub fn build(tools: &[Tool]) -> Self {
+        let docs = tools
+            .iter()
+            .map(|tool| {
+                let signature = mcc_catalog::signature(tool);
+                Doc {
+                    key_words: words(&tool.key),
+                    param_words: tool.visible_params().flat_map(|p| words(&p.name)).collect(),
+                    text_words: words(&signature),
+                    signature,
+                }
+            })
+            .collect();
+        Self { docs }
+    }
+}
+
+/// A lazily built [`Index`], kept beside a catalog snapshot.
+#[derive(Debug, Default)]
+pub struct LazyIndex(OnceLock<Index>);
+
+impl LazyIndex {
+    pub fn get(&self, tools: &[Tool]) -> &Index {
+        self.0.get_or_init(|| Index::build(tools))
+    }
+}
+
+/// The tools `user` may run that match `query`, best first (ties by key), with their
+/// scores. Tools that match no term are left out; so are tools below `min_score`.
 pub fn search<'a>(
     catalog: &'a Catalog,
     query: &str,
     user: Option<&User>,
     min_score: Option<f64>,
-) -> Vec<(f64, &'a Tool)> {
+) -> Vec<Hit<'a>> {
     let terms = words(query);
-    let mut hits: Vec<(f64, &Tool)> = catalog
+    let index = catalog.search_index();
+    let mut hits: Vec<Hit<'a>> = catalog
         .tools()
         .iter()
-        .filter(|t| t.allows(user))
-        .map(|t| (score(t, &terms), t))
-        .filter(|(s, _)| *s > 0.0 && min_score.is_none_or(|m| *s >= m))
+        .zip(&index.docs)
+        .filter(|(t, _)| t.allows(user))
+        .map(|(tool, doc)| Hit {
+            score: score(doc, &terms),
+            tool,
+            signature: &doc.signature,
+        })
+        .filter(|h| h.score > 0.0 && min_score.is_none_or(|m| h.score >= m))
         .collect();
-    hits.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.key.cmp(&b.1.key)));
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.tool.key.cmp(&b.tool.key))
+    });
     hits
 }
 
+/// Lowercased alphanumeric words, sorted and deduplicated.
 fn words(text: &str) -> Vec<String> {
     let mut out: Vec<String> = text
         .split(|c: char| !c.is_alphanumeric())
@@ -43,26 +109,18 @@ fn words(text: &str) -> Vec<String> {
     out
 }
 
-fn score(tool: &Tool, terms: &[String]) -> f64 {
-    if terms.is_empty() {
-        return 0.0;
-    }
-    let key = tool.key.to_lowercase();
-    let key_words: Vec<&str> = key.split(|c: char| !c.is_alphanumeric()).collect();
-    let param_words: Vec<String> = tool.visible_params().flat_map(|p| words(&p.name)).collect();
-    let text = mcc_catalog::signature(tool).to_lowercase();
-    let text_words = words(&text);
+fn score(doc: &Doc, terms: &[String]) -> f64 {
     terms
         .iter()
         .map(|term| {
             let mut s = 0.0;
-            if key_words.contains(&term.as_str()) {
+            if doc.key_words.binary_search(term).is_ok() {
                 s += 3.0;
             }
-            if param_words.contains(term) {
+            if doc.param_words.contains(term) {
                 s += 2.0;
             }
-            if text_words.binary_search(term).is_ok() {
+            if doc.text_words.binary_search(term).is_ok() {
                 s += 1.0;
             }
             s
@@ -99,7 +157,7 @@ mod tests {
         let c = catalog();
         let anon: Vec<&str> = search(&c, "echo message", None, None)
             .iter()
-            .map(|(_, t)| t.key.as_str())
+            .map(|h| h.tool.key.as_str())
             .collect();
         assert_eq!(anon, vec!["public.echo"]);
         assert!(search(&c, "restart service", None, None).is_empty());
@@ -109,8 +167,9 @@ mod tests {
             ..User::default()
         };
         let hits = search(&c, "restart service", Some(&ops), None);
-        assert_eq!(hits[0].1.key, "ops.restart");
-        assert_eq!(hits[0].0, 3.0 + 1.0 + 1.0);
+        assert_eq!(hits[0].tool.key, "ops.restart");
+        assert_eq!(hits[0].score, 3.0 + 1.0 + 1.0);
+        assert!(hits[0].signature.starts_with("## ops.restart ()"));
     }
 
     #[test]

@@ -228,7 +228,7 @@ impl McpServer {
             call.caller.user.as_ref(),
             args.min_score,
         );
-        let out = text::search_results(hits);
+        let out = text::search_results(hits.iter().map(|h| (h.score, h.signature)));
         self.shared.metrics.search(started.elapsed());
         text_result("search", out)
     }

@@ -22,10 +22,10 @@ pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
 }
 
 /// `[<score:.2f>]\n<signature>` per hit, joined by a blank line; signatures end in `\n`.
-pub fn search_results<'a>(hits: impl IntoIterator<Item = (f64, &'a Tool)>) -> String {
+pub fn search_results<'a>(hits: impl IntoIterator<Item = (f64, &'a str)>) -> String {
     let blocks: Vec<String> = hits
         .into_iter()
-        .map(|(score, tool)| format!("[{score:.2}]\n{}", mcc_catalog::signature(tool)))
+        .map(|(score, signature)| format!("[{score:.2}]\n{signature}"))
         .collect();
     if blocks.is_empty() {
         NO_SEARCH_RESULTS.to_string()
@@ -170,7 +170,9 @@ mod tests {
     #[test]
     fn search_text_format() {
         let c = catalog();
-        let hits = vec![(1.234, &c.tools()[2]), (0.5, &c.tools()[0])];
+        let a = mcc_catalog::signature(&c.tools()[2]);
+        let b = mcc_catalog::signature(&c.tools()[0]);
+        let hits = vec![(1.234, a.as_str()), (0.5, b.as_str())];
         assert_eq!(
             search_results(hits),
             "[1.23]\n## public.a () -> str | (int, str, str)\n\n\n[0.50]\n## public.b () -> str | (int, str, str)\nB.\n"
