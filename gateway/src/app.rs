@@ -98,6 +98,7 @@ pub fn build_with_catalog(
         McpOptions {
             server: &settings.server,
             registry,
+            session_ttl: shared.sessions.ttl(),
             shutdown,
         },
     );

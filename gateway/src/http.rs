@@ -34,6 +34,9 @@ pub struct McpOptions<'a> {
     pub server: &'a ServerSettings,
     /// The cross-replica registry of legacy MCP sessions (Redis), if any.
     pub registry: Option<Arc<dyn McpSessionStore>>,
+    /// How long session variables live (idle legacy sessions are kept this long when
+    /// there is no registry to restore them from).
+    pub session_ttl: std::time::Duration,
     pub shutdown: CancellationToken,
 }
 
@@ -50,10 +53,16 @@ fn mcp_service(
     } else {
         config.with_allowed_hosts(options.server.allowed_hosts.clone())
     };
+    let mut sessions = LocalSessionManager::default();
+    if options.registry.is_none() {
+        // Without a shared registry an idle session cannot be restored, so keep it in
+        // memory as long as its variables live (rmcp's default is 5 minutes).
+        sessions.session_config.keep_alive = Some(options.session_ttl);
+    }
     config.session_store = options.registry;
     StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone())),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions),
         config,
     )
 }

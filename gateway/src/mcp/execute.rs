@@ -128,8 +128,10 @@ async fn run(
         Outcome::Success(_) => "success",
         Outcome::Failure { .. } => "failure",
     };
+    // As in MCC: only a run that happened (not a cache hit) and succeeded writes back.
     if let (Outcome::Success(_), Some(left)) = (&execution.outcome, &execution.write_back)
         && tool.kind.is_fn()
+        && !execution.cached
     {
         write_back(shared, call, &scope, key, left).await;
     }

@@ -170,10 +170,10 @@ struct GetArgs {
 impl McpServer {
     async fn dispatch(
         &self,
+        call: CallCtx,
         request: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call = CallCtx::from_request(ctx);
         let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
         let catalog = || self.shared.catalog.snapshot();
@@ -313,9 +313,9 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let caller = CallCtx::from_request(&context).caller;
-        tracing::info!(user = caller.username(), tool = %request.name, "tool call");
-        self.dispatch(&request, &context).await
+        let call = CallCtx::from_request(&context);
+        tracing::info!(user = call.caller.username(), tool = %request.name, "tool call");
+        self.dispatch(call, &request, &context).await
     }
 
     async fn list_prompts(
