@@ -2,7 +2,8 @@
 //! MCP streamable HTTP transport specify, before rmcp sees them: a body over the limit →
 //! 413 with an Invalid Request error; a body that is not JSON → 400 with a Parse error; JSON
 //! that is not a JSON-RPC message (rmcp's 415) → 400 with an Invalid Request error. Every
-//! error body is a JSON-RPC error object with `id: null`.
+//! error body is a JSON-RPC error object with `id: null`. A closed session (DELETE) is
+//! answered 200, as MCP clients expect.
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -38,12 +39,24 @@ fn is_json(request: &Request) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("application/json"))
 }
 
+/// rmcp answers a session DELETE with 202; MCP clients (the official Python SDK among
+/// them) expect 200 or 204 for a closed session, and the reference answers 200.
+fn session_closed(mut response: Response) -> Response {
+    if response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 /// The middleware (see the module doc).
 pub async fn guard(
     State(BodyLimit(limit)): State<BodyLimit>,
     request: Request,
     next: Next,
 ) -> Response {
+    if request.method() == Method::DELETE {
+        return session_closed(next.run(request).await);
+    }
     if request.method() != Method::POST || !is_json(&request) {
         return next.run(request).await;
     }

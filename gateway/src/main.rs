@@ -43,10 +43,27 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, each once: most of our errors already name their cause in
+/// their own message, so a cause whose text is already shown is skipped.
+fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {

@@ -59,6 +59,19 @@ async fn bad_requests_get_protocol_errors() {
         .await,
         "\"alice\""
     );
+
+    // Closing the session: 200, and the id is gone afterwards.
+    let closed = http
+        .delete(&server.url)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(closed.status().as_u16(), 200);
+    let body = json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"});
+    let (status, _, _) = post(&http, &server.url, Some(&sid), body.to_string()).await;
+    assert_eq!(status, 404);
     server.stop().await;
 }
 
