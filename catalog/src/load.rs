@@ -1,10 +1,16 @@
 //! The MCC YAML loader: files, directories and globs of tool files into one catalog.
 //!
-//! Per file: YAML parsed (anchors and `<<` merge keys included), `$VAR`/`${VAR}`
-//! substituted in every string value from the process environment (unset variables stay
-//! literal, as MCC's EnvYAML leaves them), file-level `groups`/`env`/`env_file` cascaded
-//! into each entry, entries built by [`crate::spec`]. Across files: fn tools introspected
-//! in batches, duplicate keys rejected naming both places.
+//! Per file: YAML parsed (anchors and `<<` merge keys included); then `$VAR`/`${VAR}`
+//! substituted in every string value from the process environment ([`substitute`]: unset
+//! variables stay literal, `$$` is a `$`); file-level `groups`/`env`/`env_file` cascaded
+//! into each entry; entries built by [`crate::spec`]. Across files: fn tools introspected
+//! in batches ([`crate::introspect`]), duplicate keys rejected naming both places.
+//!
+//! MCC (EnvYAML) substitutes the raw file text before parsing; we substitute parsed
+//! string values, so a value can never break the YAML or change type, keys and comments
+//! are never touched, and `${NAME|default}` is not a form we know (it stays literal).
+//! Like MCC, a `$HOME` in an exec command is expanded at load time when the gateway's
+//! environment has `HOME`; write `$$HOME` for the shell to see `$HOME`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::introspect::{self, Introspector};
+use crate::introspect::{self, Introspector, Pending};
 use crate::key::union_groups;
-use crate::spec::{build_tool, parse_entry, unknown_keys};
+use crate::spec::{BuiltTool, build_tool, parse_entry, unknown_keys};
 use crate::tool::Tool;
 
 /// Why a catalog could not be loaded. Every variant names the file; entry errors name the
@@ -41,8 +47,10 @@ pub enum LoadError {
         field: String,
         message: String,
     },
+    /// MCC's message (groups as a Python list), then the key and both places.
     #[error(
-        "Duplicate tool {name} in groups {groups:?}: key '{key}' is defined in {first} and in {second}"
+        "Duplicate tool {name} in groups {groups}: key '{key}' is defined twice, in {first} and in {second}",
+        groups = crate::pyfmt::repr(&serde_json::Value::from(.groups.clone()))
     )]
     Duplicate {
         key: String,
@@ -154,11 +162,14 @@ pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, L
             })?;
             let file = parse_file(&path, &text, &|name| vars.get(name).cloned())?;
             loaded.warnings.extend(file.warnings);
-            for (tool, needs) in file.tools {
-                if needs {
-                    pending.push(loaded.tools.len());
+            for built in file.tools {
+                if built.needs_introspection {
+                    pending.push(Pending {
+                        index: loaded.tools.len(),
+                        name_from_callable: built.name_from_callable,
+                    });
                 }
-                loaded.tools.push(tool);
+                loaded.tools.push(built.tool);
             }
         }
     }
@@ -167,10 +178,11 @@ pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, L
     Ok(loaded)
 }
 
-/// One parsed file: its tools (with whether each still needs introspection) and warnings.
+/// One parsed file: its tools (with what introspection still has to fill in) and warnings.
+/// Each tool's `source` is `<file>: tools[<index>] '<name or fn>'`.
 #[derive(Debug, Default)]
 pub struct ParsedFile {
-    pub tools: Vec<(Tool, bool)>,
+    pub tools: Vec<BuiltTool>,
     pub warnings: Vec<Warning>,
 }
 
@@ -191,12 +203,11 @@ pub fn parse_file(
         field: field.into(),
         message: message.into(),
     };
+    // As in MCC, a document that is not a mapping (empty, a list, a scalar) has no
+    // `tools` key and is skipped with a warning: other YAML may share a directory.
     let Some(top) = doc.as_object() else {
-        if doc.is_null() {
-            out.warnings.push(skip_warning(path));
-            return Ok(out);
-        }
-        return Err(file_err("(file)", "expected a mapping with a 'tools' list"));
+        out.warnings.push(skip_warning(path));
+        return Ok(out);
     };
     let Some(entries) = top.get("tools") else {
         out.warnings.push(skip_warning(path));
@@ -215,6 +226,7 @@ pub fn parse_file(
     let env = env.transpose()?.unwrap_or_default();
     let env_file = match top.get("env_file") {
         None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err(file_err("env_file", "expected a path")),
     };
@@ -226,7 +238,6 @@ pub fn parse_file(
             message: format!("unknown file-level key '{key}' ignored"),
         });
     }
-    let source = path.display().to_string();
     for (index, raw) in entries.iter().enumerate() {
         let name = raw
             .get("name")
@@ -254,6 +265,7 @@ pub fn parse_file(
         let merged =
             cascade(map, &groups, &env, env_file.as_deref()).map_err(|(f, m)| entry_err(f, m))?;
         let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
+        let source = format!("{}: {tool_ref}", path.display());
         let built = build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))?;
         out.tools.push(built);
     }
@@ -302,15 +314,20 @@ fn cascade(
         }
         merged.insert("env".into(), Value::Object(all));
     }
+    let entry_has_env_file = match entry.get("env_file") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    };
     if let Some(file) = env_file
-        && matches!(entry.get("env_file"), None | Some(Value::Null))
+        && !entry_has_env_file
     {
         merged.insert("env_file".into(), Value::from(file));
     }
     Ok(merged)
 }
 
-/// Replaces `$VAR` and `${VAR}` in every string of `v`; unknown names stay as written.
+/// Replaces `$VAR` and `${VAR}` in every string value of `v` (keys are left alone).
 fn substitute_values(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) {
     match v {
         Value::String(s) if s.contains('$') => *s = substitute(s, lookup),
@@ -320,37 +337,49 @@ fn substitute_values(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) {
     }
 }
 
-/// `$NAME` / `${NAME}` substitution on one string (NAME = `[A-Za-z_][A-Za-z0-9_]*`).
+/// Load-time substitution on one string: `$NAME` and `${NAME}` (NAME =
+/// `[A-Za-z_][A-Za-z0-9_]*`) become the variable's value; an unset variable, or any other
+/// `$` form (`${A-B}`, `${X|default}`, `$1`), is left as written; `$$` is a literal `$`.
 pub fn substitute(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
-        let (name, consumed) = if let Some(inner) = after.strip_prefix('{') {
-            match inner.find('}') {
+        if after.starts_with('$') {
+            out.push('$');
+            rest = &after[1..];
+            continue;
+        }
+        // `reference` is the text after `$` that names the variable (`NAME` or `{NAME}`).
+        let (name, reference_len) = match after.strip_prefix('{') {
+            Some(inner) => match inner.find('}') {
                 Some(end) if is_var_name(&inner[..end]) => (&inner[..end], end + 2),
                 _ => ("", 0),
-            }
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            if is_var_name(&after[..end]) {
-                (&after[..end], end)
-            } else {
-                ("", 0)
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                if is_var_name(&after[..end]) {
+                    (&after[..end], end)
+                } else {
+                    ("", 0)
+                }
             }
         };
-        match (consumed, lookup(name)) {
-            (0, _) | (_, None) => {
-                let keep = if consumed == 0 { 1 } else { consumed + 1 };
-                out.push_str(&rest[at..at + keep]);
-                rest = &rest[at + keep..];
+        match (reference_len, lookup(name)) {
+            (0, _) => {
+                out.push('$');
+                rest = after;
+            }
+            (_, None) => {
+                out.push_str(&rest[at..at + 1 + reference_len]);
+                rest = &after[reference_len..];
             }
             (_, Some(value)) => {
                 out.push_str(&value);
-                rest = &after[consumed..];
+                rest = &after[reference_len..];
             }
         }
     }
@@ -365,7 +394,7 @@ fn is_var_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Rejects two tools with one key, naming both places.
+/// Rejects two tools with one key, naming both places (each tool's `source`).
 pub fn check_duplicates(tools: &[Tool]) -> Result<(), LoadError> {
     let mut seen: BTreeMap<&str, &Tool> = BTreeMap::new();
     for tool in tools {

@@ -164,9 +164,21 @@ pub fn curl_command(target: &str, stdin: bool) -> String {
     cmd
 }
 
-/// Turns an entry into a tool. fn tools whose params or return type are not declared
-/// come back with `needs_introspection` set; [`crate::introspect`] fills them in.
-pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryError> {
+/// A tool built from an entry, and what introspection still has to fill in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltTool {
+    pub tool: Tool,
+    /// An fn tool whose params or return type are not declared (MCC treats `params: []`
+    /// as undeclared): [`crate::introspect`] fills in what the entry left out.
+    pub needs_introspection: bool,
+    /// The entry gave no `name`: the name is the last segment of the fn path for now, and
+    /// introspection replaces it with the callable's `__name__` (and recomputes the key).
+    pub name_from_callable: bool,
+}
+
+/// Turns an entry into a tool. `source` names where the entry was written (file and
+/// tool), for later error messages.
+pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryError> {
     let kind = match (entry.func, entry.exec, entry.curl) {
         (Some(_), Some(_), Some(_)) | (None, Some(_), Some(_)) | (Some(_), None, Some(_)) => {
             return Err(err(
@@ -207,19 +219,13 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
             "'python' can only be used with 'fn', not 'exec'",
         ));
     }
+    let name_from_callable = entry.name.as_deref().is_none_or(|n| n.trim().is_empty());
     let name = match (&kind, entry.name) {
         (_, Some(n)) if !n.trim().is_empty() => n,
-        (ToolKind::Fn { path, .. }, _) => {
-            path.rsplit([':', '.']).next().unwrap_or(path).to_string()
-        }
+        (ToolKind::Fn { path, .. }, _) => path_name(path).to_string(),
         _ => return Err(err("name", "Exec tools must specify a 'name'")),
     };
-    if let Some(bad) = name.chars().find(|c| c.is_whitespace() || *c == '.') {
-        return Err(err(
-            "name",
-            format!("'{name}' must not contain {bad:?}: names are joined into keys with dots"),
-        ));
-    }
+    check_name(&name).map_err(|m| err("name", m))?;
     if let Some(command) = kind.command() {
         template::check(command).map_err(|e| {
             err(
@@ -254,6 +260,7 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
     }
     // MCC treats `params: []` like absent params on fn tools.
     let needs_introspection = kind.is_fn() && (params.is_empty() || entry.return_type.is_none());
+    let name_from_callable = name_from_callable && needs_introspection;
     let tool = Tool {
         key: tool_key(&entry.groups, &name),
         name,
@@ -277,7 +284,31 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
         return_type: entry.return_type,
         source: source.to_string(),
     };
-    Ok((tool, needs_introspection))
+    Ok(BuiltTool {
+        tool,
+        needs_introspection,
+        name_from_callable,
+    })
+}
+
+/// The name an fn tool gets from its path when neither the entry nor introspection gives
+/// one: the last `:`- or `.`-separated segment (`pkg.mod:Cls.method` → `method`).
+pub fn path_name(path: &str) -> &str {
+    path.rsplit([':', '.']).next().unwrap_or(path)
+}
+
+/// A tool name becomes the last segment of a dotted key: it must be non-empty and hold no
+/// dot or whitespace.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a tool name must not be empty".into());
+    }
+    match name.chars().find(|c| c.is_whitespace() || *c == '.') {
+        Some(bad) => Err(format!(
+            "'{name}' must not contain {bad:?}: names are joined into keys with dots"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn build_param(p: ParamEntry) -> Result<Param, String> {
@@ -304,7 +335,7 @@ mod tests {
     use serde_json::json;
 
     fn build(v: Value) -> Result<(Tool, bool), EntryError> {
-        build_tool(parse_entry(v)?, "t.yaml")
+        build_tool(parse_entry(v)?, "t.yaml").map(|b| (b.tool, b.needs_introspection))
     }
 
     #[test]
@@ -347,6 +378,14 @@ mod tests {
         );
         let (t, _) = build(json!({"fn": "pkg.mod.func"})).unwrap();
         assert_eq!(t.name, "func");
+        let named = |v: Value| build_tool(parse_entry(v).unwrap(), "t.yaml").unwrap();
+        assert!(named(json!({"fn": "m:f"})).name_from_callable);
+        assert!(!named(json!({"fn": "m:f", "name": "g"})).name_from_callable);
+        let declared = json!({"fn": "m:f", "params": [{"name": "a"}], "return_type": "str"});
+        assert!(
+            !named(declared).name_from_callable,
+            "not introspected: the path's last segment stays the name"
+        );
         let (_, needs) =
             build(json!({"fn": "m:f", "params": [{"name": "a"}], "return_type": "str"})).unwrap();
         assert!(!needs);
