@@ -9,8 +9,8 @@
 //! relies on (`env_passthrough: ["VIRTUAL_ENV"]`) must be there when the module is read.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -236,11 +236,7 @@ impl Introspector {
         if reports.len() != members.len() {
             return Err(IntrospectError::Output {
                 place,
-                reason: format!(
-                    "{} reports for {} callables",
-                    reports.len(),
-                    members.len()
-                ),
+                reason: format!("{} reports for {} callables", reports.len(), members.len()),
             });
         }
         Ok(reports)

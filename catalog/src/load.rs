@@ -192,10 +192,11 @@ pub fn parse_file(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, LoadError> {
-    let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Yaml {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
+    let mut doc: Value =
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| LoadError::Yaml {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
     substitute_values(&mut doc, lookup);
     let mut out = ParsedFile::default();
     let file_err = |field: &str, message: &str| LoadError::File {
@@ -270,6 +271,16 @@ pub fn parse_file(
         out.tools.push(built);
     }
     Ok(out)
+}
+
+/// YAML 1.2 booleans only (`true`/`false`): serde-saphyr's YAML 1.1 mode would read `y`
+/// and `n` as booleans, which PyYAML does not (`name: n` must stay a name). PyYAML's other
+/// words (`yes`, `off`, ...) are accepted where a boolean is expected, see
+/// [`crate::spec::yaml11_bool`]. Duplicate mapping keys are an error (PyYAML keeps the
+/// last one silently). Anchors, aliases and `<<` merges are expanded, within
+/// serde-saphyr's default budget against alias bombs.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true }
 }
 
 fn skip_warning(path: &Path) -> Warning {

@@ -48,7 +48,7 @@ pub struct ToolEntry {
     pub description: Option<String>,
     pub example: Option<Scalar>,
     pub params: Option<Vec<ParamEntry>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml_bool")]
     pub stdin: bool,
     #[serde(default)]
     pub limits: Limits,
@@ -71,7 +71,7 @@ pub struct ParamEntry {
     pub name: String,
     #[serde(rename = "type")]
     pub ty: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml_bool")]
     pub required: bool,
     pub default: Option<Value>,
     pub description: Option<String>,
@@ -82,6 +82,38 @@ pub struct ParamEntry {
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
+}
+
+/// The YAML 1.1 boolean words PyYAML (and so MCC) reads as booleans besides
+/// `true`/`false`. The loader parses YAML 1.2 booleans only, so that `n` and `y` stay
+/// strings as in PyYAML; boolean fields and bool params accept these words.
+pub fn yaml11_bool(word: &str) -> Option<bool> {
+    match word {
+        "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+        "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean field: `true`/`false` or one of PyYAML's words (`yes`, `off`, ...).
+fn yaml_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Bool(b) => Ok(b),
+        Value::String(s) if yaml11_bool(&s).is_some() => Ok(yaml11_bool(&s).unwrap_or_default()),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a boolean (true/false), got {other}"
+        ))),
+    }
+}
+
+/// A bool param's value written as a PyYAML boolean word becomes a boolean.
+fn bool_word(ty: ParamType, v: Option<Value>) -> Option<Value> {
+    match (ty, v) {
+        (ParamType::Bool, Some(Value::String(s))) if yaml11_bool(&s).is_some() => {
+            yaml11_bool(&s).map(Value::Bool)
+        }
+        (_, v) => v,
+    }
 }
 
 /// A scalar written where text is meant (`TIMEOUT: 30`).
@@ -322,10 +354,10 @@ fn build_param(p: ParamEntry) -> Result<Param, String> {
         name: p.name,
         ty,
         required: p.required,
-        default: p.default,
+        default: bool_word(ty, p.default),
         description: p.description.unwrap_or_default(),
-        example: p.example,
-        override_value: p.override_value,
+        example: bool_word(ty, p.example),
+        override_value: bool_word(ty, p.override_value),
     })
 }
 
