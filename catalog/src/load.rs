@@ -357,12 +357,12 @@ pub fn substitute(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
-        if after.starts_with('$') {
+        if let Some(escaped) = after.strip_prefix('$') {
             out.push('$');
-            rest = &after[1..];
+            rest = escaped;
             continue;
         }
-        // `reference` is the text after `$` that names the variable (`NAME` or `{NAME}`).
+        // The reference is the text after `$` that names the variable: `NAME` or `{NAME}`.
         let (name, reference_len) = match after.strip_prefix('{') {
             Some(inner) => match inner.find('}') {
                 Some(end) if is_var_name(&inner[..end]) => (&inner[..end], end + 2),
