@@ -171,9 +171,11 @@ impl Introspector {
             let ToolKind::Fn { python, .. } = &t.kind else {
                 continue;
             };
-            let batch =
-                serde_json::to_string(&(python, &t.cwd, &t.env_file, &t.env, &t.env_passthrough))
-                    .unwrap_or_default();
+            // Everything that shapes the interpreter's process environment.
+            let batch = format!(
+                "{:?}",
+                (python, &t.cwd, &t.env_file, &t.env, &t.env_passthrough)
+            );
             batches.entry(batch).or_default().push(*p);
         }
         for members in batches.values() {
