@@ -328,12 +328,14 @@ fn the_interpreter_gets_the_execution_environment() {
          assert os.environ['PYTHONPATH'].split(':')[0] == os.getcwd()\n\
          def f() -> str:\n    return TOKEN\n",
     );
-    let mut introspector = Introspector::default();
-    introspector.parent_env = vec![
-        ("PATH".into(), std::env::var("PATH").unwrap()),
-        ("IMPORT_NEEDS_THIS".into(), "x".into()),
-        ("NOT_ALLOWED".into(), "secret".into()),
-    ];
+    let introspector = Introspector {
+        parent_env: vec![
+            ("PATH".into(), std::env::var("PATH").unwrap()),
+            ("IMPORT_NEEDS_THIS".into(), "x".into()),
+            ("NOT_ALLOWED".into(), "secret".into()),
+        ],
+        ..Introspector::default()
+    };
     let passthrough = "  - fn: needs_env:f\n    <<: *py\n    env_passthrough: ['IMPORT_NEEDS_*']\n";
     p.load_with(passthrough, &introspector).unwrap();
     let floor_only = "  - fn: needs_env:f\n    <<: *py\n";
@@ -353,8 +355,10 @@ fn a_hanging_import_is_killed_with_its_process_group() {
             pid_file.display().to_string()
         ),
     );
-    let mut introspector = Introspector::default();
-    introspector.timeout = Duration::from_millis(1500);
+    let introspector = Introspector {
+        timeout: Duration::from_millis(1500),
+        ..Introspector::default()
+    };
     let err = p
         .load_with("  - fn: hangs:f\n    <<: *py\n", &introspector)
         .unwrap_err();
