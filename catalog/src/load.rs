@@ -193,9 +193,16 @@ pub fn parse_file(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, LoadError> {
     let mut doc: Value =
-        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| LoadError::Yaml {
-            path: path.into(),
-            message: e.to_string(),
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
+            let message = e.to_string();
+            LoadError::Yaml {
+                path: path.into(),
+                // serde-saphyr starts with its own `error: `; ours says it already.
+                message: message
+                    .strip_prefix("error: ")
+                    .unwrap_or(&message)
+                    .to_string(),
+            }
         })?;
     substitute_values(&mut doc, lookup);
     let mut out = ParsedFile::default();

@@ -328,7 +328,10 @@ fn malformed_yaml_names_file_and_line() {
     let text = "tools:\n  - name: a\n    exec: echo\n  - name: b\n    exec: [unclosed\n";
     let err = error(text);
     assert!(err.starts_with("t.yaml: invalid YAML: "), "{err}");
-    assert!(err.contains("line 5"), "{err}");
+    assert!(
+        err.starts_with("t.yaml: invalid YAML: line 5 column 11: "),
+        "{err}"
+    );
     let err = error("tools:\n  - name: a\n   bad indent: here\n");
     assert!(err.contains("line 3"), "{err}");
 }
