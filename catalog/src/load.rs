@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::introspect::{self, Introspector, Pending};
 use crate::key::union_groups;
-use crate::spec::{BuiltTool, build_tool, parse_entry, unknown_keys};
+use crate::spec::{BuiltTool, build_tool, parse_entry, strip_unknown_param_keys, unknown_keys};
 use crate::tool::Tool;
 
 /// Why a catalog could not be loaded. Every variant names the file; entry errors name the
@@ -270,8 +270,14 @@ pub fn parse_file(
                 message: format!("{tool_ref}: unknown key '{key}' ignored"),
             });
         }
-        let merged =
+        let mut merged =
             cascade(map, &groups, &env, env_file.as_deref()).map_err(|(f, m)| entry_err(f, m))?;
+        for (i, key) in strip_unknown_param_keys(&mut merged) {
+            out.warnings.push(Warning {
+                path: path.into(),
+                message: format!("{tool_ref}: params[{i}]: unknown key '{key}' ignored"),
+            });
+        }
         let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
         let source = format!("{}: {tool_ref}", path.display());
         let built = build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))?;

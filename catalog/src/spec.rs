@@ -170,6 +170,41 @@ pub fn parse_entry(value: Value) -> Result<ToolEntry, EntryError> {
     })
 }
 
+/// Keys a `params:` entry may carry.
+pub const PARAM_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "required",
+    "default",
+    "description",
+    "example",
+    "override",
+];
+
+/// Removes unknown keys from the entry's `params` mappings and returns them as
+/// `(param index, key)` for warnings (`x-*` keys go silently).
+pub fn strip_unknown_param_keys(entry: &mut Map<String, Value>) -> Vec<(usize, String)> {
+    let mut removed = Vec::new();
+    let Some(Value::Array(params)) = entry.get_mut("params") else {
+        return removed;
+    };
+    for (i, param) in params.iter_mut().enumerate() {
+        let Value::Object(map) = param else { continue };
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !PARAM_KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            map.remove(&key);
+            if !key.starts_with("x-") {
+                removed.push((i, key));
+            }
+        }
+    }
+    removed
+}
+
 /// The unknown keys of an entry mapping (reported as warnings; `x-*` keys are silent).
 pub fn unknown_keys(entry: &Map<String, Value>) -> Vec<&str> {
     entry

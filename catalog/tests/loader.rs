@@ -185,7 +185,8 @@ fn files_without_tools_are_skipped_with_a_warning() {
 #[test]
 fn unknown_keys_warn_with_key_and_file_and_x_keys_are_silent() {
     let file = parse(
-        "x-anchors: {}\ntimeout: 3\ntools:\n  - name: t\n    exec: x\n    timeout: 5\n    x-note: hi\n",
+        "x-anchors: {}\ntimeout: 3\ntools:\n  - name: t\n    exec: x\n    timeout: 5\n    x-note: hi\n\
+         \x20   params:\n      - name: a\n        enum: [1, 2]\n        x-ui: wide\n",
     )
     .unwrap();
     let warnings: Vec<String> = file.warnings.iter().map(|w| w.to_string()).collect();
@@ -194,8 +195,10 @@ fn unknown_keys_warn_with_key_and_file_and_x_keys_are_silent() {
         [
             "t.yaml: unknown file-level key 'timeout' ignored",
             "t.yaml: tools[0] 't': unknown key 'timeout' ignored",
+            "t.yaml: tools[0] 't': params[0]: unknown key 'enum' ignored",
         ]
     );
+    assert_eq!(file.tools[0].tool.params[0].name, "a");
 }
 
 #[test]
