@@ -206,84 +206,115 @@ pub fn parse_file(
         })?;
     substitute_values(&mut doc, lookup);
     let mut out = ParsedFile::default();
-    let file_err = |field: &str, message: &str| LoadError::File {
-        path: path.into(),
-        field: field.into(),
-        message: message.into(),
-    };
     // As in MCC, a document that is not a mapping (empty, a list, a scalar) has no
     // `tools` key and is skipped with a warning: other YAML may share a directory.
-    let Some(top) = doc.as_object() else {
-        out.warnings.push(skip_warning(path));
-        return Ok(out);
-    };
-    let Some(entries) = top.get("tools") else {
+    let Some((top, entries)) = doc.as_object().and_then(|t| Some((t, t.get("tools")?))) else {
         out.warnings.push(skip_warning(path));
         return Ok(out);
     };
     let entries = entries
         .as_array()
-        .ok_or_else(|| file_err("tools", "expected a list of tool entries"))?;
-    let groups = string_list(top.get("groups"))
-        .ok_or_else(|| file_err("groups", "expected a list of group names"))?;
-    let env = top.get("env").map(|v| {
-        v.as_object()
-            .cloned()
-            .ok_or_else(|| file_err("env", "expected a mapping"))
-    });
-    let env = env.transpose()?.unwrap_or_default();
-    let env_file = match top.get("env_file") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(file_err("env_file", "expected a path")),
-    };
-    for key in top.keys().filter(|k| {
-        !["tools", "groups", "env", "env_file"].contains(&k.as_str()) && !k.starts_with("x-")
-    }) {
+        .ok_or_else(|| file_error(path, "tools", "expected a list of tool entries"))?;
+    let defaults = file_defaults(path, top)?;
+    for key in top
+        .keys()
+        .filter(|k| !FILE_KEYS.contains(&k.as_str()) && !k.starts_with("x-"))
+    {
         out.warnings.push(Warning {
             path: path.into(),
             message: format!("unknown file-level key '{key}' ignored"),
         });
     }
     for (index, raw) in entries.iter().enumerate() {
-        let name = raw
-            .get("name")
-            .and_then(Value::as_str)
-            .or_else(|| raw.get("fn").and_then(Value::as_str));
-        let tool_ref = ToolRef {
-            index,
-            name: name.map(str::to_string),
-        };
-        let entry_err = |field: String, message: String| LoadError::Entry {
-            path: path.into(),
-            tool: tool_ref.clone(),
-            field,
-            message,
-        };
-        let Some(map) = raw.as_object() else {
-            return Err(entry_err("(entry)".into(), "expected a mapping".into()));
-        };
-        for key in unknown_keys(map) {
-            out.warnings.push(Warning {
-                path: path.into(),
-                message: format!("{tool_ref}: unknown key '{key}' ignored"),
-            });
-        }
-        let mut merged =
-            cascade(map, &groups, &env, env_file.as_deref()).map_err(|(f, m)| entry_err(f, m))?;
-        for (i, key) in strip_unknown_param_keys(&mut merged) {
-            out.warnings.push(Warning {
-                path: path.into(),
-                message: format!("{tool_ref}: params[{i}]: unknown key '{key}' ignored"),
-            });
-        }
-        let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
-        let source = format!("{}: {tool_ref}", path.display());
-        let built = build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))?;
+        let built = parse_entry_at(path, index, raw, &defaults, &mut out.warnings)?;
         out.tools.push(built);
     }
     Ok(out)
+}
+
+/// The keys a tool file may have at the top (besides `x-*`).
+const FILE_KEYS: [&str; 4] = ["tools", "groups", "env", "env_file"];
+
+/// What a file gives every entry: `groups`, `env`, `env_file`.
+struct FileDefaults {
+    groups: Vec<String>,
+    env: Map<String, Value>,
+    env_file: Option<String>,
+}
+
+fn file_error(path: &Path, field: &str, message: &str) -> LoadError {
+    LoadError::File {
+        path: path.into(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn file_defaults(path: &Path, top: &Map<String, Value>) -> Result<FileDefaults, LoadError> {
+    let groups = string_list(top.get("groups"))
+        .ok_or_else(|| file_error(path, "groups", "expected a list of group names"))?;
+    let env = match top.get("env") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(env)) => env.clone(),
+        Some(_) => return Err(file_error(path, "env", "expected a mapping")),
+    };
+    let env_file = match top.get("env_file") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(file_error(path, "env_file", "expected a path")),
+    };
+    Ok(FileDefaults {
+        groups,
+        env,
+        env_file,
+    })
+}
+
+/// Builds entry `index` of the file's `tools:` with the file's defaults cascaded in;
+/// unknown keys become warnings.
+fn parse_entry_at(
+    path: &Path,
+    index: usize,
+    raw: &Value,
+    defaults: &FileDefaults,
+    warnings: &mut Vec<Warning>,
+) -> Result<BuiltTool, LoadError> {
+    let name = raw
+        .get("name")
+        .and_then(Value::as_str)
+        .or_else(|| raw.get("fn").and_then(Value::as_str));
+    let tool_ref = ToolRef {
+        index,
+        name: name.map(str::to_string),
+    };
+    let entry_err = |field: String, message: String| LoadError::Entry {
+        path: path.into(),
+        tool: tool_ref.clone(),
+        field,
+        message,
+    };
+    let mut warn = |message: String| {
+        warnings.push(Warning {
+            path: path.into(),
+            message,
+        })
+    };
+    let Some(map) = raw.as_object() else {
+        return Err(entry_err("(entry)".into(), "expected a mapping".into()));
+    };
+    for key in unknown_keys(map) {
+        warn(format!("{tool_ref}: unknown key '{key}' ignored"));
+    }
+    let mut merged = cascade(map, defaults).map_err(|(f, m)| entry_err(f, m))?;
+    for (i, key) in strip_unknown_param_keys(&mut merged) {
+        warn(format!(
+            "{tool_ref}: params[{i}]: unknown key '{key}' ignored"
+        ));
+    }
+    let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
+    let source = format!("{}: {tool_ref}", path.display());
+    build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))
 }
 
 /// YAML 1.2 booleans only (`true`/`false`): serde-saphyr's YAML 1.1 mode would read `y`
@@ -315,12 +346,10 @@ fn string_list(v: Option<&Value>) -> Option<Vec<String>> {
 }
 
 /// File-level defaults under an entry: groups unioned (file first), env merged (entry
-/// wins), env_file used when the entry has none.
+/// wins), env_file used when the entry has none (or an empty one).
 fn cascade(
     entry: &Map<String, Value>,
-    groups: &[String],
-    env: &Map<String, Value>,
-    env_file: Option<&str>,
+    defaults: &FileDefaults,
 ) -> Result<Map<String, Value>, (String, String)> {
     let mut merged = entry.clone();
     merged.retain(|k, _| !k.starts_with("x-"));
@@ -328,9 +357,12 @@ fn cascade(
         "groups".to_string(),
         "expected a list of group names".to_string(),
     ))?;
-    merged.insert("groups".into(), Value::from(union_groups(groups, &own)));
-    if !env.is_empty() {
-        let mut all = env.clone();
+    merged.insert(
+        "groups".into(),
+        Value::from(union_groups(&defaults.groups, &own)),
+    );
+    if !defaults.env.is_empty() {
+        let mut all = defaults.env.clone();
         match entry.get("env") {
             None | Some(Value::Null) => {}
             Some(Value::Object(own)) => all.extend(own.clone()),
@@ -343,10 +375,10 @@ fn cascade(
         Some(Value::String(s)) => !s.is_empty(),
         Some(_) => true,
     };
-    if let Some(file) = env_file
+    if let Some(file) = &defaults.env_file
         && !entry_has_env_file
     {
-        merged.insert("env_file".into(), Value::from(file));
+        merged.insert("env_file".into(), Value::from(file.as_str()));
     }
     Ok(merged)
 }
