@@ -454,3 +454,19 @@ fn every_field_of_an_entry() {
         "## ops.full (n:int, f:float=1.5) -> str | (int, str, str)\n`n` — How many.\nDoes it all.\nfull(n=1)\n"
     );
 }
+
+#[test]
+fn alias_bombs_are_refused_not_expanded() {
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        text.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    text.push_str("tools: *a9\n");
+    let started = std::time::Instant::now();
+    let err = error(&text);
+    assert!(err.starts_with("t.yaml: invalid YAML: "), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
