@@ -68,8 +68,11 @@ pub struct Pending {
 /// decide what the interpreter sees, exactly as at execution time.
 #[derive(Debug, Clone)]
 pub struct Introspector {
+    /// Names of the env floor (the deployment's `env_floor`).
     pub floor: Vec<String>,
+    /// The gateway's environment: the source of the floor and of `env_passthrough`.
     pub parent_env: Vec<(String, String)>,
+    /// How long one interpreter run may take before its process group is killed.
     pub timeout: Duration,
 }
 
