@@ -512,4 +512,34 @@ mod tests {
         assert_eq!(t.params[0].override_value, Some(Value::Null));
         assert_eq!(t.visible_params().count(), 0);
     }
+
+    #[test]
+    fn names_and_boolean_words() {
+        assert!(check_name("responsible-get").is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name("a b").is_err());
+        assert_eq!(path_name("pkg.mod:Cls.method"), "method");
+        assert_eq!(path_name("mod.func"), "func");
+        assert_eq!(yaml11_bool("Yes"), Some(true));
+        assert_eq!(yaml11_bool("OFF"), Some(false));
+        assert_eq!(yaml11_bool("y"), None);
+        assert_eq!(yaml11_bool("yEs"), None, "PyYAML's exact spellings only");
+    }
+
+    #[test]
+    fn unknown_param_keys_are_removed_and_reported() {
+        let mut entry =
+            json!({"params": [{"name": "a", "enum": [1]}, "odd", {"name": "b", "x-ui": 1}]})
+                .as_object()
+                .cloned()
+                .unwrap();
+        assert_eq!(
+            strip_unknown_param_keys(&mut entry),
+            [(0, "enum".to_string())]
+        );
+        assert_eq!(
+            Value::Object(entry),
+            json!({"params": [{"name": "a"}, "odd", {"name": "b"}]})
+        );
+    }
 }
