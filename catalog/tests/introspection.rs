@@ -378,3 +378,25 @@ fn a_hanging_import_is_killed_with_its_process_group() {
     });
     assert!(gone, "the module's child process outlived the timeout");
 }
+
+#[test]
+fn the_runner_refuses_bad_invocations_like_mccs() {
+    let run = |args: &[&str]| {
+        std::process::Command::new(mcc_catalog::introspect::DEFAULT_PYTHON)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&mcc_catalog::introspect::runner_args("introspect", []));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "usage: pyrunner.py <introspect|exec> <fn_path> [fn_path ...]\n"
+    );
+    let out = run(&mcc_catalog::introspect::runner_args("bogus", ["m:f"]));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "unknown mode: 'bogus'\n"
+    );
+}
