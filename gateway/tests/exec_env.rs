@@ -22,7 +22,7 @@ async fn precedence_is_floor_passthrough_env_file_env_then_context() {
     let env_file = dir.path().join("tool.env");
     std::fs::write(
         &env_file,
-        "# layered\nLAYER=file\nexport ONLY_FILE='from file'\nAWS_KEY=file\nMCC_CTX_USER=file-spoof\nHOME=/from/file\n",
+        "# layered\nLAYER=file\nexport ONLY_FILE='from file'\nQUOTED=\"say \\\"hi\\\"\" # note\nAWS_KEY=file\nMCC_CTX_USER=file-spoof\nHOME=/from/file\n",
     )
     .unwrap();
     let parent = parent_env(&[
@@ -54,6 +54,7 @@ async fn precedence_is_floor_passthrough_env_file_env_then_context() {
     assert_eq!(env["AWS_REGION"], "eu-west-1", "passthrough");
     assert_eq!(env["AWS_KEY"], "file", "env_file over passthrough");
     assert_eq!(env["ONLY_FILE"], "from file");
+    assert_eq!(env["QUOTED"], "say \"hi\"");
     assert_eq!(env["LAYER"], "env", "env over env_file over passthrough");
     assert_eq!(env["ONLY_ENV"], "1");
     // The context is applied last: neither the parent, the env_file nor env spoofs it.

@@ -171,6 +171,21 @@ async fn cpu_limits_apply_to_the_interpreter() {
 }
 
 #[tokio::test]
+async fn a_timeout_kills_the_interpreter() {
+    let mut tool = fn_tool("burn_cpu", json!([]));
+    tool.limits = serde_json::from_value(json!({"timeout": 0.5})).unwrap();
+    let out = run(&engine(), &tool, json!({})).await;
+    assert_eq!(
+        out.outcome,
+        Outcome::Failure {
+            code: -1,
+            stdout: String::new(),
+            stderr: "timeout after 0.5s".into()
+        }
+    );
+}
+
+#[tokio::test]
 async fn a_huge_result_is_cut_with_the_marker() {
     let mut s = settings(parent_env(&[]));
     s.max_output_bytes = 5_000;

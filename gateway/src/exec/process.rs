@@ -69,7 +69,6 @@ pub struct Finished {
     pub ending: Ending,
     pub stdout: Captured,
     pub stderr: Captured,
-    pub elapsed: Duration,
 }
 
 /// Spawns `spec` and runs it to its end. An `Err` means the process could not be started.
@@ -116,7 +115,6 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
         ending,
         stdout: out,
         stderr: err,
-        elapsed: started.elapsed(),
     })
 }
 
