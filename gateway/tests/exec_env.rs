@@ -101,6 +101,14 @@ async fn passthrough_false_list_and_true() {
     );
 }
 
+#[test]
+fn debug_output_of_the_settings_shows_no_values() {
+    let s = settings(parent_env(&[("API_TOKEN", "tok-123-secret")]));
+    let shown = format!("{:?}", Engine::new(s));
+    assert!(shown.contains("API_TOKEN"), "{shown}");
+    assert!(!shown.contains("tok-123-secret"), "{shown}");
+}
+
 #[tokio::test]
 async fn the_floor_is_configurable_and_takes_only_present_names() {
     let mut s = settings(parent_env(&[("HOME", "/home/gw"), ("TZ", "UTC")]));

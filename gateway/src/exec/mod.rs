@@ -40,8 +40,9 @@ use environment::ProcessEnv;
 use limits::Rlimits;
 use process::{Finished, Spec};
 
-/// Deployment-wide settings of the engine.
-#[derive(Debug, Clone)]
+/// Deployment-wide settings of the engine. Its `Debug` output names the parent
+/// environment's variables but never their values.
+#[derive(Clone)]
 pub struct EngineSettings {
     /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
     pub env_floor: Vec<String>,
@@ -51,6 +52,18 @@ pub struct EngineSettings {
     pub max_output_bytes: usize,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
+}
+
+impl std::fmt::Debug for EngineSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.parent_env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("EngineSettings")
+            .field("env_floor", &self.env_floor)
+            .field("parent_env (names only)", &names)
+            .field("max_output_bytes", &self.max_output_bytes)
+            .field("debug", &self.debug)
+            .finish()
+    }
 }
 
 /// One execution request.
