@@ -82,6 +82,22 @@ async fn a_traceback_is_reduced_to_its_last_line_unless_debug() {
 }
 
 #[tokio::test]
+async fn the_last_line_survives_a_stderr_flood() {
+    let mut s = settings(parent_env(&[]));
+    s.max_output_bytes = 2_000;
+    let tool = fn_tool("flood_then_fail", json!([int_param("n")]));
+    let out = run(&Engine::new(s), &tool, json!({"n": 100_000})).await;
+    assert_eq!(
+        out.outcome,
+        Outcome::Failure {
+            code: 1,
+            stdout: String::new(),
+            stderr: "RuntimeError: after the flood".into()
+        }
+    );
+}
+
+#[tokio::test]
 async fn an_import_failure_is_a_failure_with_its_reason() {
     let tool = fn_tool("no_such_function", json!([]));
     let out = run(&engine(), &tool, json!({})).await;
