@@ -61,11 +61,14 @@ async fn precedence_is_floor_passthrough_env_file_env_then_context() {
     assert_eq!(env["MCC_CTX_USER"], "alice");
     assert_eq!(env["MCC_CTX_BUDGET"], "1000");
     assert_eq!(env["MCC_CTX_EMAIL"], "a@x.io");
-    assert_eq!(env["MCC_CTX_GROUPS"], r#"["ops","dev"]"#);
+    assert_eq!(
+        env["MCC_CTX_GROUPS"], r#"["ops", "dev"]"#,
+        "as the seeds show it"
+    );
     assert_eq!(env["MCC_CTX_RATIO"], "0.5");
     assert_eq!(env["MCC_CTX_FLAG"], "true");
     assert_eq!(env["MCC_CTX_TARGET"], "10.0.0.5");
-    assert_eq!(env["MCC_CTX_CONF"], r#"{"k":[1]}"#);
+    assert_eq!(env["MCC_CTX_CONF"], r#"{"k": [1]}"#);
     assert!(!env.contains_key("GATEWAY_SECRET"));
     assert!(!env.contains_key("MCC_CTX"), "exec tools get no blob");
 }

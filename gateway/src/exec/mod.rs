@@ -334,9 +334,10 @@ impl Engine {
     ) -> Result<ProcessResult, ExecError> {
         let tool = call.tool;
         let line = self.render(tool, Part::Command, command, &call.params)?;
+        // Python's json.dumps form, byte for byte what MCC's tools read.
         let stdin = tool
             .stdin
-            .then(|| Value::Object(call.params.clone()).to_string());
+            .then(|| mcc_catalog::pyfmt::json_dumps(&Value::Object(call.params.clone())));
         let args = shell_args(&line);
         let spec = self.spec(SHELL.as_ref(), &args, prepared, stdin.as_deref());
         let finished = spawn(tool, &spec).await?;
