@@ -45,7 +45,7 @@ def text(result):
 
 
 async def decline(context, params):
-    check("elicitation message", params.message.startswith("Tool 'public.quickstart.echo' requires: message (str)"), params.message)
+    check("elicitation message", params.message.startswith("Tool 'public.echo' requires: message (str)"), params.message)
     return types.ElicitResult(action="decline")
 
 
@@ -56,20 +56,20 @@ async def walkthrough(url, mode, run_execute):
         check(f"{tag} tools/list", [t.name for t in tools.tools] == EXPECTED_TOOLS, [t.name for t in tools.tools])
         prompts = await client.list_prompts()
         check(f"{tag} prompts/list", [p.name for p in prompts.prompts] == EXPECTED_PROMPTS)
-        prompt = await client.get_prompt("explain_tool", {"key": "public.quickstart.echo"})
+        prompt = await client.get_prompt("explain_tool", {"key": "public.echo"})
         check(
             f"{tag} prompts/get",
-            prompt.messages[0].content.text.startswith("Read the tool catalog entry for 'public.quickstart.echo' and explain:"),
+            prompt.messages[0].content.text.startswith("Read the tool catalog entry for 'public.echo' and explain:"),
         )
 
         who = text(await client.call_tool("whoami", {}))
         check(f"{tag} whoami", who.startswith("username: ") and "\ntools: " in who, who)
         found = text(await client.call_tool("search", {"query": "echo a message"}))
-        check(f"{tag} search", found.startswith("[") and "## public.quickstart.echo (message:str)" in found, found)
+        check(f"{tag} search", found.startswith("[") and "## public.echo (message:str)" in found, found)
         none = text(await client.call_tool("search", {"query": "echo", "min_score": 1000}))
         check(f"{tag} search min_score", none.startswith("No tools matched your query."), none)
-        described = text(await client.call_tool("describe_tools", {"groups": ["quickstart"]}))
-        check(f"{tag} describe_tools", described.startswith("## public.quickstart.echo\nEcho a message back."), described)
+        described = text(await client.call_tool("describe_tools", {"groups": ["public"]}))
+        check(f"{tag} describe_tools", described.startswith("## public.echo\nEcho a message back."), described)
 
         # The seeds' session example, in a fresh bucket of its own.
         args = {}
@@ -92,13 +92,13 @@ async def walkthrough(url, mode, run_execute):
         unknown = text(await client.call_tool("execute", {"key": "no.such.tool"}))
         check(f"{tag} execute unknown", unknown == "Unknown tool: no.such.tool", unknown)
         if mode == "legacy":
-            cancelled = text(await client.call_tool("execute", {"key": "public.quickstart.echo"}))
+            cancelled = text(await client.call_tool("execute", {"key": "public.echo"}))
             check(f"{tag} elicitation declined", cancelled == "Execution cancelled: required parameters not provided", cancelled)
         if run_execute:
-            echoed = text(await client.call_tool("execute", {"key": "public.quickstart.echo", "params": {"message": "hello"}}))
+            echoed = text(await client.call_tool("execute", {"key": "public.echo", "params": {"message": "hello"}}))
             check(f"{tag} execute echo", echoed.strip() == "hello", echoed)
-            report = text(await client.call_tool("execute", {"key": "public.quickstart.session_report", **args}))
-            check(f"{tag} execute with session", "target=10.0.0.5 budget=1000" in report, report)
+            report = text(await client.call_tool("execute", {"key": "public.whoami_echo", **args}))
+            check(f"{tag} execute with session", "budget: 1000" in report, report)
 
 
 async def main():

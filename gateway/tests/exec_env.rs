@@ -22,7 +22,7 @@ async fn precedence_is_floor_passthrough_env_file_env_then_context() {
     let env_file = dir.path().join("tool.env");
     std::fs::write(
         &env_file,
-        "# layered\nLAYER=file\nexport ONLY_FILE='from file'\nAWS_KEY=file\nMCC_CTX_USER=file-spoof\nHOME=/from/file\n",
+        "# layered\nLAYER=file\nexport ONLY_FILE='from file'\nQUOTED=\"say \\\"hi\\\"\" # note\nAWS_KEY=file\nMCC_CTX_USER=file-spoof\nHOME=/from/file\n",
     )
     .unwrap();
     let parent = parent_env(&[
@@ -54,13 +54,17 @@ async fn precedence_is_floor_passthrough_env_file_env_then_context() {
     assert_eq!(env["AWS_REGION"], "eu-west-1", "passthrough");
     assert_eq!(env["AWS_KEY"], "file", "env_file over passthrough");
     assert_eq!(env["ONLY_FILE"], "from file");
+    assert_eq!(env["QUOTED"], "say \"hi\"");
     assert_eq!(env["LAYER"], "env", "env over env_file over passthrough");
     assert_eq!(env["ONLY_ENV"], "1");
     // The context is applied last: neither the parent, the env_file nor env spoofs it.
     assert_eq!(env["MCC_CTX_USER"], "alice");
     assert_eq!(env["MCC_CTX_BUDGET"], "1000");
     assert_eq!(env["MCC_CTX_EMAIL"], "a@x.io");
-    assert_eq!(env["MCC_CTX_GROUPS"], r#"["ops", "dev"]"#);
+    assert_eq!(
+        env["MCC_CTX_GROUPS"], r#"["ops", "dev"]"#,
+        "as the seeds show it"
+    );
     assert_eq!(env["MCC_CTX_RATIO"], "0.5");
     assert_eq!(env["MCC_CTX_FLAG"], "true");
     assert_eq!(env["MCC_CTX_TARGET"], "10.0.0.5");
@@ -98,6 +102,14 @@ async fn passthrough_false_list_and_true() {
         names(json!(true)).await,
         ["GITHUB_TOKEN", "GIT_DIR", "HOME", "PATH", "path"]
     );
+}
+
+#[test]
+fn debug_output_of_the_settings_shows_no_values() {
+    let s = settings(parent_env(&[("API_TOKEN", "tok-123-secret")]));
+    let shown = format!("{:?}", Engine::new(s));
+    assert!(shown.contains("API_TOKEN"), "{shown}");
+    assert!(!shown.contains("tok-123-secret"), "{shown}");
 }
 
 #[tokio::test]

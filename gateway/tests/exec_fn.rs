@@ -82,6 +82,22 @@ async fn a_traceback_is_reduced_to_its_last_line_unless_debug() {
 }
 
 #[tokio::test]
+async fn the_last_line_survives_a_stderr_flood() {
+    let mut s = settings(parent_env(&[]));
+    s.max_output_bytes = 2_000;
+    let tool = fn_tool("flood_then_fail", json!([int_param("n")]));
+    let out = run(&Engine::new(s), &tool, json!({"n": 100_000})).await;
+    assert_eq!(
+        out.outcome,
+        Outcome::Failure {
+            code: 1,
+            stdout: String::new(),
+            stderr: "RuntimeError: after the flood".into()
+        }
+    );
+}
+
+#[tokio::test]
 async fn an_import_failure_is_a_failure_with_its_reason() {
     let tool = fn_tool("no_such_function", json!([]));
     let out = run(&engine(), &tool, json!({})).await;
@@ -167,6 +183,21 @@ async fn cpu_limits_apply_to_the_interpreter() {
     assert!(
         stderr.starts_with("resource limit hit: cpu time exceeded (SIGXCPU)"),
         "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_interpreter() {
+    let mut tool = fn_tool("burn_cpu", json!([]));
+    tool.limits = serde_json::from_value(json!({"timeout": 0.5})).unwrap();
+    let out = run(&engine(), &tool, json!({})).await;
+    assert_eq!(
+        out.outcome,
+        Outcome::Failure {
+            code: -1,
+            stdout: String::new(),
+            stderr: "timeout after 0.5s".into()
+        }
     );
 }
 

@@ -21,11 +21,17 @@ pub const KEY_PREFIX: &str = "mcc:exec:";
 /// Entries the in-memory cache holds at most; past it, the entry closest to expiry goes.
 pub const MEMORY_CAPACITY: usize = 10_000;
 
+/// How long one Redis command may take before the cache is treated as unavailable: a
+/// stuck cache must not stall tool calls.
+pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A cache backend failure. Callers log it and run the tool uncached.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
     #[error("result cache (Redis): {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("result cache (Redis): no answer within {REDIS_TIMEOUT:?}")]
+    Timeout,
     #[error("result cache: stored value under {key} is not JSON: {reason}")]
     Corrupt { key: String, reason: String },
 }
@@ -62,10 +68,9 @@ impl ResultCache {
         match self {
             ResultCache::Memory(m) => Ok(lock(m).get(key, Instant::now())),
             ResultCache::Redis(conn) => {
-                let raw: Option<String> = redis::cmd("GET")
-                    .arg(key)
-                    .query_async(&mut conn.clone())
-                    .await?;
+                let mut get = redis::cmd("GET");
+                get.arg(key);
+                let raw: Option<String> = query(conn, &get).await?;
                 raw.map(|text| {
                     serde_json::from_str(&text).map_err(|e| CacheError::Corrupt {
                         key: key.to_string(),
@@ -84,16 +89,25 @@ impl ResultCache {
                 Ok(())
             }
             ResultCache::Redis(conn) => {
-                let _: () = redis::cmd("SET")
-                    .arg(key)
+                let mut set = redis::cmd("SET");
+                set.arg(key)
                     .arg(value.to_string())
                     .arg("EX")
-                    .arg(ttl.as_secs().max(1))
-                    .query_async(&mut conn.clone())
-                    .await?;
-                Ok(())
+                    .arg(ttl.as_secs().max(1));
+                query(conn, &set).await
             }
         }
+    }
+}
+
+async fn query<T: redis::FromRedisValue>(
+    conn: &ConnectionManager,
+    cmd: &redis::Cmd,
+) -> Result<T, CacheError> {
+    let mut conn = conn.clone();
+    match tokio::time::timeout(REDIS_TIMEOUT, cmd.query_async(&mut conn)).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(CacheError::Timeout),
     }
 }
 

@@ -4,7 +4,7 @@
 //!
 //! `cpu_sec` sets the soft limit to N and the hard limit to N+1 seconds, so the kernel
 //! sends SIGXCPU (reported as "cpu time exceeded") rather than the bare SIGKILL that
-//! soft = hard produces. Whenever limits are set, core dumps are disabled too: a tool
+//! soft = hard produces. Whenever an rlimit is set, core dumps are disabled too: a tool
 //! killed by SIGXCPU/SIGXFSZ must not leave a core file in its working directory.
 
 use std::time::Duration;

@@ -40,8 +40,9 @@ use environment::ProcessEnv;
 use limits::Rlimits;
 use process::{Finished, Spec};
 
-/// Deployment-wide settings of the engine.
-#[derive(Debug, Clone)]
+/// Deployment-wide settings of the engine. Its `Debug` output names the parent
+/// environment's variables but never their values.
+#[derive(Clone)]
 pub struct EngineSettings {
     /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
     pub env_floor: Vec<String>,
@@ -51,6 +52,18 @@ pub struct EngineSettings {
     pub max_output_bytes: usize,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
+}
+
+impl std::fmt::Debug for EngineSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.parent_env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("EngineSettings")
+            .field("env_floor", &self.env_floor)
+            .field("parent_env (names only)", &names)
+            .field("max_output_bytes", &self.max_output_bytes)
+            .field("debug", &self.debug)
+            .finish()
+    }
 }
 
 /// One execution request.
@@ -155,6 +168,18 @@ pub struct Engine {
     cache: ResultCache,
 }
 
+/// What is settled before a process starts: limits, the rendered transform, the
+/// environment.
+struct Prepared {
+    rlimits: Rlimits,
+    timeout: Option<Duration>,
+    transform_line: Option<String>,
+    env: ProcessEnv,
+}
+
+/// A finished process, its outcome and the context it left behind.
+type ProcessResult = (Finished, Outcome, Option<Map<String, Value>>);
+
 /// What running a tool (not a cache hit) produced, with what the audit needs.
 struct Ran {
     execution: Execution,
@@ -255,60 +280,21 @@ impl Engine {
         }
     }
 
-    /// Prepares everything that can fail before a process exists, runs the tool, shapes
-    /// its result and applies the transform.
+    /// Runs the tool (everything that can fail is checked before a process exists),
+    /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
-        let limit_err = |source| ExecError::Limits {
-            tool: tool.key.clone(),
-            source,
-        };
-        let rlimits = Rlimits::from_limits(&tool.limits).map_err(limit_err)?;
-        let timeout = limits::timeout(&tool.limits).map_err(limit_err)?;
-        let transform_line = match &tool.transform {
-            Some(t) => Some(self.render(tool, Part::Transform, t, &call.params)?),
-            None => None,
-        };
-        let env = environment::for_tool(tool, &self.settings, &call.context)?;
-        let max = self.settings.max_output_bytes;
+        let prepared = self.prepare(call)?;
         let (finished, outcome, write_back) = match &tool.kind {
             ToolKind::Exec { command } | ToolKind::Curl { command, .. } => {
-                let line = self.render(tool, Part::Command, command, &call.params)?;
-                let stdin = tool
-                    .stdin
-                    .then(|| Value::Object(call.params.clone()).to_string());
-                let args = shell_args(&line);
-                let spec = self.spec(
-                    SHELL.as_ref(),
-                    &args,
-                    &env,
-                    stdin.as_deref(),
-                    rlimits,
-                    timeout,
-                );
-                let finished = spawn(tool, &spec).await?;
-                let outcome = result::shell_outcome(&finished, &tool.limits, max);
-                (finished, outcome, None)
+                self.run_shell(call, command, &prepared).await?
             }
             ToolKind::Fn { path, python } => {
-                let program = python::interpreter(tool, python.as_deref(), &env.vars)?;
-                let args = runner_args("exec", [path.as_str()]);
-                let stdin = Value::Object(call.params.clone()).to_string();
-                let spec = self.spec(&program, &args, &env, Some(&stdin), rlimits, timeout);
-                let finished = spawn(tool, &spec).await?;
-                let (outcome, write_back) =
-                    python::outcome(&finished, tool, max, self.settings.debug)?;
-                (finished, outcome, write_back)
+                self.run_fn(call, path, python.as_deref(), &prepared)
+                    .await?
             }
         };
-        let outcome = match (outcome, transform_line) {
-            (Outcome::Success(value), Some(line)) => {
-                let input = transform::input(tool, &value);
-                let done = transform::run(tool, &line, &input, &env, rlimits, timeout, max).await?;
-                result::shell_outcome(&done, &tool.limits, max)
-            }
-            (outcome, _) => outcome,
-        };
+        let outcome = self.transform(tool, outcome, &prepared).await?;
         Ok(Ran {
             exit_code: result::exit_code(finished.ending),
             bytes_out: finished.stdout.total,
@@ -319,6 +305,89 @@ impl Engine {
                 cached: false,
             },
         })
+    }
+
+    fn prepare(&self, call: &Call<'_>) -> Result<Prepared, ExecError> {
+        let tool = call.tool;
+        let limit_err = |source| ExecError::Limits {
+            tool: tool.key.clone(),
+            source,
+        };
+        let transform_line = match &tool.transform {
+            Some(t) => Some(self.render(tool, Part::Transform, t, &call.params)?),
+            None => None,
+        };
+        Ok(Prepared {
+            rlimits: Rlimits::from_limits(&tool.limits).map_err(limit_err)?,
+            timeout: limits::timeout(&tool.limits).map_err(limit_err)?,
+            transform_line,
+            env: environment::for_tool(tool, &self.settings, &call.context)?,
+        })
+    }
+
+    /// exec and curl tools: the rendered command line under `/bin/sh -c`.
+    async fn run_shell(
+        &self,
+        call: &Call<'_>,
+        command: &str,
+        prepared: &Prepared,
+    ) -> Result<ProcessResult, ExecError> {
+        let tool = call.tool;
+        let line = self.render(tool, Part::Command, command, &call.params)?;
+        // Python's json.dumps form, byte for byte what MCC's tools read.
+        let stdin = tool
+            .stdin
+            .then(|| mcc_catalog::pyfmt::json_dumps(&Value::Object(call.params.clone())));
+        let args = shell_args(&line);
+        let spec = self.spec(SHELL.as_ref(), &args, prepared, stdin.as_deref());
+        let finished = spawn(tool, &spec).await?;
+        let max = self.settings.max_output_bytes;
+        let outcome = result::shell_outcome(&finished, &tool.limits, max);
+        Ok((finished, outcome, None))
+    }
+
+    /// fn tools: the interpreter runs the catalog's runner, params on stdin.
+    async fn run_fn(
+        &self,
+        call: &Call<'_>,
+        path: &str,
+        python: Option<&str>,
+        prepared: &Prepared,
+    ) -> Result<ProcessResult, ExecError> {
+        let tool = call.tool;
+        let program = python::interpreter(tool, python, &prepared.env.vars)?;
+        let args = runner_args("exec", [path]);
+        let stdin = Value::Object(call.params.clone()).to_string();
+        let spec = self.spec(&program, &args, prepared, Some(&stdin));
+        let finished = spawn(tool, &spec).await?;
+        let max = self.settings.max_output_bytes;
+        let (outcome, write_back) = python::outcome(&finished, tool, max, self.settings.debug)?;
+        Ok((finished, outcome, write_back))
+    }
+
+    /// A successful result goes through the tool's transform, if it has one.
+    async fn transform(
+        &self,
+        tool: &Tool,
+        outcome: Outcome,
+        prepared: &Prepared,
+    ) -> Result<Outcome, ExecError> {
+        let (Outcome::Success(value), Some(line)) = (&outcome, &prepared.transform_line) else {
+            return Ok(outcome);
+        };
+        let max = self.settings.max_output_bytes;
+        let input = transform::input(tool, value);
+        let done = transform::run(
+            tool,
+            line,
+            &input,
+            &prepared.env,
+            prepared.rlimits,
+            prepared.timeout,
+            max,
+        )
+        .await?;
+        Ok(result::shell_outcome(&done, &tool.limits, max))
     }
 
     fn render(
@@ -335,19 +404,17 @@ impl Engine {
         &self,
         program: &'a std::path::Path,
         args: &'a [&'a str],
-        env: &'a ProcessEnv,
+        prepared: &'a Prepared,
         stdin: Option<&'a str>,
-        rlimits: Rlimits,
-        timeout: Option<Duration>,
     ) -> Spec<'a> {
         Spec {
             program,
             args,
-            env: &env.vars,
-            cwd: env.cwd.as_deref(),
+            env: &prepared.env.vars,
+            cwd: prepared.env.cwd.as_deref(),
             stdin: stdin.map(str::as_bytes),
-            rlimits,
-            timeout,
+            rlimits: prepared.rlimits,
+            timeout: prepared.timeout,
             max_output: self.settings.max_output_bytes,
         }
     }

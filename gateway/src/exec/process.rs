@@ -24,6 +24,10 @@ const DRAIN_GRACE: Duration = Duration::from_millis(500);
 /// Read size of the capture loop.
 const CHUNK: usize = 64 * 1024;
 
+/// How much of the end of a stream longer than its capture is kept (where a Python
+/// traceback's last line is).
+pub const TAIL: usize = 4096;
+
 /// What to run.
 pub struct Spec<'a> {
     /// An absolute path: a bare name would be looked up in the gateway's `PATH`.
@@ -50,16 +54,31 @@ pub enum Ending {
     TimedOut,
 }
 
-/// At most `limit` bytes of a stream, and how many bytes it carried in all.
+/// At most `limit` bytes of a stream, how many bytes it carried in all, and, when it
+/// was longer, its last [`TAIL`] bytes.
 #[derive(Debug, Default, Clone)]
 pub struct Captured {
     pub bytes: Vec<u8>,
     pub total: u64,
+    pub tail: Vec<u8>,
 }
 
 impl Captured {
     pub fn truncated(&self) -> bool {
         self.total > self.bytes.len() as u64
+    }
+
+    fn keep(&mut self, chunk: &[u8], limit: usize) {
+        let room = limit.saturating_sub(self.bytes.len()).min(chunk.len());
+        self.bytes.extend_from_slice(&chunk[..room]);
+        self.total += chunk.len() as u64;
+        let discarded = &chunk[room..];
+        if !discarded.is_empty() {
+            self.tail
+                .extend_from_slice(&discarded[discarded.len().saturating_sub(TAIL)..]);
+            let excess = self.tail.len().saturating_sub(TAIL);
+            self.tail.drain(..excess);
+        }
     }
 }
 
@@ -69,7 +88,6 @@ pub struct Finished {
     pub ending: Ending,
     pub stdout: Captured,
     pub stderr: Captured,
-    pub elapsed: Duration,
 }
 
 /// Spawns `spec` and runs it to its end. An `Err` means the process could not be started.
@@ -116,7 +134,6 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
         ending,
         stdout: out,
         stderr: err,
-        elapsed: started.elapsed(),
     })
 }
 
@@ -183,11 +200,7 @@ async fn capture(pipe: Option<impl AsyncRead + Unpin>, limit: usize, into: &mut 
     loop {
         match pipe.read(&mut chunk).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => {
-                let room = limit.saturating_sub(into.bytes.len()).min(n);
-                into.bytes.extend_from_slice(&chunk[..room]);
-                into.total += n as u64;
-            }
+            Ok(n) => into.keep(&chunk[..n], limit),
         }
     }
 }
@@ -211,5 +224,26 @@ impl GroupKill {
 impl Drop for GroupKill {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_the_head_counts_all_and_keeps_the_tail() {
+        let mut c = Captured::default();
+        c.keep(b"abc", 5);
+        c.keep(b"defg", 5);
+        assert_eq!(
+            (c.bytes.as_slice(), c.total, c.tail.as_slice()),
+            (&b"abcde"[..], 7, &b"fg"[..])
+        );
+        c.keep(&vec![b'x'; TAIL + 10], 5);
+        c.keep(b"end", 5);
+        assert_eq!(c.tail.len(), TAIL);
+        assert!(c.tail.ends_with(b"xend"));
+        assert_eq!(c.total, 7 + TAIL as u64 + 13);
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use mcc_catalog::Tool;
 use mcc_catalog::introspect::{DEFAULT_PYTHON, find_python};
 
-use super::process::{Ending, Finished};
+use super::process::{Captured, Ending, Finished};
 use super::result::{failure, text};
 use super::{ExecError, Outcome};
 
@@ -41,8 +41,11 @@ pub fn outcome(
     debug: bool,
 ) -> Result<(Outcome, Option<Map<String, Value>>), ExecError> {
     if finished.ending != Ending::Exited(0) {
-        let stderr = text(&finished.stderr, max);
-        let stderr = if debug { stderr } else { last_line(stderr) };
+        let stderr = if debug {
+            text(&finished.stderr, max)
+        } else {
+            error_line(&finished.stderr, max)
+        };
         return Ok((failure(finished, &tool.limits, max, stderr), None));
     }
     if finished.stdout.truncated() {
@@ -59,6 +62,19 @@ pub fn outcome(
         _ => None,
     };
     Ok((Outcome::Success(result), write_back))
+}
+
+/// What a failed callable reports without `debug`: the traceback's last line. When
+/// stderr overflowed its capture, that line is at the end of the kept tail.
+fn error_line(stderr: &Captured, max: usize) -> String {
+    if !stderr.truncated() {
+        return last_line(text(stderr, max));
+    }
+    let tail = String::from_utf8_lossy(&stderr.tail);
+    match tail.lines().rev().find(|l| !l.trim().is_empty()) {
+        Some(line) => line.to_string(),
+        None => text(stderr, max),
+    }
 }
 
 /// A Python traceback reduced to its last non-blank line (`ValueError: boom`); other

@@ -93,6 +93,7 @@ mod tests {
         Captured {
             bytes: s.as_bytes().to_vec(),
             total,
+            tail: vec![],
         }
     }
 

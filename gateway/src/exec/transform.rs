@@ -13,11 +13,11 @@ use super::limits::Rlimits;
 use super::process::{self, Finished, Spec};
 
 /// The text a transform reads: an exec tool's stdout as is; an fn tool's result as JSON
-/// (as MCC does, so a string result arrives quoted).
+/// as Python's `json.dumps` writes it (as MCC does, so a string result arrives quoted).
 pub fn input(tool: &Tool, result: &Value) -> String {
     match result {
         Value::String(s) if !tool.kind.is_fn() => s.clone(),
-        other => other.to_string(),
+        other => mcc_catalog::pyfmt::json_dumps(other),
     }
 }
 
