@@ -30,7 +30,7 @@ pub struct Settings {
     pub auth: AuthSettings,
     /// Tool files, directories or globs (file mode).
     pub tools: Vec<String>,
-    /// The users YAML file (`users:` list) of file mode; none means no catalog users.
+    /// The users YAML file (`users:` list) of file mode; `null` means no catalog users.
     pub users_file: Option<PathBuf>,
     pub session: SessionSettings,
     /// Names of the gateway's environment every tool inherits.
@@ -62,7 +62,7 @@ impl Default for Settings {
             server: ServerSettings::default(),
             auth: AuthSettings::default(),
             tools: vec!["examples/".into()],
-            users_file: None,
+            users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             debug: false,
@@ -441,6 +441,10 @@ mod tests {
         assert_eq!(s.session.ttl_secs, 86_400);
         assert_eq!(s.session.backend, SessionBackend::Memory);
         assert_eq!(s.tools, vec!["examples/"]);
+        assert_eq!(
+            s.users_file,
+            Some(PathBuf::from("examples/users/users.yaml"))
+        );
         assert_eq!(s.auth.backend, "dev-admin");
         assert_eq!(s.env_floor.len(), 10);
     }
