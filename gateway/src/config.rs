@@ -52,6 +52,9 @@ pub struct ServerSettings {
     pub max_request_body: usize,
     /// `Host` header values `/mcp` accepts (`name` or `name:port`); empty accepts any.
     pub allowed_hosts: Vec<String>,
+    /// Browser `Origin` values `/mcp` accepts (`scheme://host[:port]`, `:*` any port);
+    /// empty: requests are not checked for an Origin.
+    pub allowed_origins: Vec<String>,
     /// Issue `Mcp-Session-Id` sessions to clients of protocol versions before 2026-07-28.
     pub legacy_sessions: bool,
 }
@@ -79,6 +82,7 @@ impl Default for ServerSettings {
             response_max_size: 5_000_000,
             max_request_body: 4 * 1024 * 1024,
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            allowed_origins: vec![],
             legacy_sessions: true,
         }
     }
@@ -128,6 +132,11 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
     (
         "MCC_SERVER__ALLOWED_HOSTS",
         &["server", "allowed_hosts"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_SERVER__ALLOWED_ORIGINS",
+        &["server", "allowed_origins"],
         EnvKind::List,
     ),
     (
@@ -375,6 +384,17 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
         return Err((
             "server.host",
             format!("'{}' is not an IP address to bind to", s.server.host),
+        ));
+    }
+    if let Some(bad) = s
+        .server
+        .allowed_origins
+        .iter()
+        .find(|o| *o != "null" && !o.contains("://"))
+    {
+        return Err((
+            "server.allowed_origins",
+            format!("'{bad}' must include a scheme, e.g. https://{bad}"),
         ));
     }
     if let Some(bad) = s.env_floor.iter().find(|n| !is_env_name(n)) {

@@ -59,6 +59,9 @@ fn mcp_service(
         // memory as long as its variables live (rmcp's default is 5 minutes).
         sessions.session_config.keep_alive = Some(options.session_ttl);
     }
+    if !options.server.allowed_origins.is_empty() {
+        config = config.with_allowed_origins(options.server.allowed_origins.clone());
+    }
     config.session_store = options.registry;
     StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone())),

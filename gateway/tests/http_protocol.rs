@@ -81,6 +81,7 @@ async fn request_body_limit_and_allowed_hosts_come_from_settings() {
     let mut s = settings(dir.path(), "dev-admin", None);
     s.server.max_request_body = 2048;
     s.server.allowed_hosts = vec!["mcc-gateway.mcc.svc".into()];
+    s.server.allowed_origins = vec!["https://app.example.com:443".into()];
     let server = start_with(s, dir).await;
     let http = reqwest::Client::new();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -99,6 +100,17 @@ async fn request_body_limit_and_allowed_hosts_come_from_settings() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
+    let foreign = http
+        .post(&server.url)
+        .header("host", "mcc-gateway.mcc.svc")
+        .header("origin", "https://evil.example")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status().as_u16(), 403);
     let resp = http
         .post(&server.url)
         .header("host", "mcc-gateway.mcc.svc")
