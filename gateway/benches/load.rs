@@ -1,7 +1,7 @@
 //! Load benchmark of the gateway: N concurrent MCP clients (rmcp, over real HTTP) calling
 //! `execute` on an echo tool and `search` over a 1,000-tool catalog, next to the floor
 //! measured in the same run: a bare `sh -c` spawn at the same concurrency, and the search
-//! ranking called in process.
+//! ranking called in process (keyword ranking: no embedding model is configured here).
 //!
 //! Run: `cargo bench -p mcc-gateway --bench load` (release build). Knobs:
 //! `MCC_BENCH_CLIENTS` (default 8), `MCC_BENCH_CALLS` per client (default 200),
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use mcc_catalog::Tool;
 use mcc_gateway::catalog::{Catalog, LiveCatalog};
 use mcc_gateway::config::Settings;
+use mcc_gateway::search::{Mode, SearchService};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
@@ -174,6 +175,13 @@ async fn main() {
 
     let catalog = catalog();
     // The ranking alone, in process (the search target is about this number).
+    let mut settings = Settings::default();
+    settings.server.port = 0;
+    let search = SearchService::new(settings.search_settings()).expect("search service");
+    search
+        .rebuild_blocking(catalog.tools())
+        .expect("search index");
+    let index = search.current();
     let mut direct = Stats::default();
     let t0 = Instant::now();
     for i in 0..500 {
@@ -184,16 +192,15 @@ async fn main() {
             "echo",
         ][i % 4];
         let t = Instant::now();
-        std::hint::black_box(mcc_gateway::search::search(&catalog, q, None, None));
+        let hits = index.search(q, None, Mode::Hybrid, index.allowed_for(None), None, 10);
+        std::hint::black_box(hits.expect("search"));
         direct.latencies.push(t.elapsed());
     }
     direct.wall = t0.elapsed();
 
     let live = Arc::new(LiveCatalog::with_catalog(catalog, vec![], None));
-    let mut settings = Settings::default();
-    settings.server.port = 0;
     let shutdown = CancellationToken::new();
-    let gateway = mcc_gateway::app::build_with_catalog(&settings, live, shutdown.clone())
+    let gateway = mcc_gateway::app::build_with_catalog(&settings, live, search, shutdown.clone())
         .expect("gateway builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());

@@ -17,6 +17,7 @@ use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::{RedisSessionRegistry, RegistryError};
 use crate::metrics::Metrics;
+use crate::search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
 
 /// Why the gateway could not start.
@@ -30,6 +31,8 @@ pub enum StartError {
     Session(#[from] SessionSetupError),
     #[error("{0}")]
     Registry(#[from] RegistryError),
+    #[error("search: {0}")]
+    Search(#[from] SearchError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
@@ -52,13 +55,25 @@ pub async fn build(
     let catalog = tokio::task::spawn_blocking(move || LiveCatalog::load(entries, users))
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
-    build_with_catalog(settings, Arc::new(catalog), shutdown)
+    let catalog = Arc::new(catalog);
+    let search_settings = settings.search_settings();
+    let snapshot = catalog.snapshot();
+    // Loading a model and embedding the catalog block: off the async runtime.
+    let search = tokio::task::spawn_blocking(move || {
+        let search = SearchService::new(search_settings)?;
+        search.rebuild_blocking(snapshot.tools())?;
+        Ok::<_, SearchError>(search)
+    })
+    .await
+    .map_err(|e| std::io::Error::other(e.to_string()))??;
+    build_with_catalog(settings, catalog, search, shutdown)
 }
 
 /// Builds everything around an existing live catalog (tests and benchmarks use this).
 pub fn build_with_catalog(
     settings: &Settings,
     catalog: Arc<LiveCatalog>,
+    search: SearchService,
     shutdown: CancellationToken,
 ) -> Result<Gateway, StartError> {
     let sessions = SessionStore::from_settings(&settings.session)?;
@@ -89,6 +104,7 @@ pub fn build_with_catalog(
         catalog: catalog.clone(),
         sessions,
         engine,
+        search,
         metrics: Metrics::new(),
         response_max_size: settings.server.response_max_size,
     });
@@ -118,10 +134,17 @@ impl Gateway {
         listener: TcpListener,
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
+        let search = self.shared.search.clone();
+        let rebuild_search: catalog::OnReload = Arc::new(move |catalog| {
+            if let Err(e) = search.rebuild_blocking(catalog.tools()) {
+                tracing::error!(error = %e, "search index rebuild failed; searching the previous catalog");
+            }
+        });
         tokio::spawn(catalog::watch(
             self.catalog.clone(),
             self.reload_interval,
             shutdown.clone(),
+            rebuild_search,
         ));
         axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown.cancelled_owned())

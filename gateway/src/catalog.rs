@@ -23,8 +23,6 @@ pub struct Catalog {
     tools: Vec<Tool>,
     by_key: HashMap<String, usize>,
     users: Vec<User>,
-    /// Built on the first search of this snapshot.
-    search_index: crate::search::LazyIndex,
 }
 
 impl Catalog {
@@ -38,13 +36,7 @@ impl Catalog {
             tools,
             by_key,
             users,
-            search_index: Default::default(),
         }
-    }
-
-    /// The search index of this snapshot (built once, on first use).
-    pub fn search_index(&self) -> &crate::search::Index {
-        self.search_index.get(&self.tools)
     }
 
     pub fn tools(&self) -> &[Tool] {
@@ -261,11 +253,16 @@ impl LiveCatalog {
 /// How long files must stay unchanged before a reload.
 const SETTLE: Duration = Duration::from_millis(200);
 
+/// Called (on a blocking thread) with each newly installed catalog, e.g. to rebuild the
+/// search index.
+pub type OnReload = Arc<dyn Fn(&Catalog) + Send + Sync>;
+
 /// Polls the files every `interval` and reloads on any change, until `stop` fires.
 pub async fn watch(
     live: Arc<LiveCatalog>,
     interval: Duration,
     stop: tokio_util::sync::CancellationToken,
+    on_reload: OnReload,
 ) {
     let mut seen = {
         let live = live.clone();
@@ -301,7 +298,13 @@ pub async fn watch(
         }
         seen = now;
         let live2 = live.clone();
-        let _ = tokio::task::spawn_blocking(move || live2.reload()).await;
+        let on_reload = on_reload.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if live2.reload().is_ok() {
+                on_reload(&live2.snapshot());
+            }
+        })
+        .await;
     }
 }
 

@@ -35,6 +35,8 @@ pub struct Settings {
     pub session: SessionSettings,
     /// Names of the gateway's environment every tool inherits.
     pub env_floor: Vec<String>,
+    /// Tool search (see `docs/search.md`).
+    pub search: SearchSection,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
     /// How often tool and users files are checked for edits, in milliseconds.
@@ -67,6 +69,7 @@ impl Default for Settings {
             tools: vec!["examples/".into()],
             users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
+            search: SearchSection::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             debug: false,
             reload_interval_ms: 1000,
@@ -85,6 +88,69 @@ impl Default for ServerSettings {
             allowed_origins: vec![],
             legacy_sessions: true,
         }
+    }
+}
+
+/// The `search` section: how tools are ranked (keys documented in `docs/search.md`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchSection {
+    pub model_dir: Option<PathBuf>,
+    pub embeddings_url: Option<String>,
+    pub embeddings_model: String,
+    pub embeddings_api_key: Option<String>,
+    /// Where tool embeddings are shared between replicas; unset: the session Redis.
+    pub redis_url: Option<String>,
+    pub max_results: usize,
+    pub keyword_weight: f32,
+    pub semantic_weight: f32,
+    pub keyword_saturation: f32,
+    pub query_cache_size: usize,
+    pub query_cache_ttl_secs: u64,
+}
+
+impl Default for SearchSection {
+    fn default() -> Self {
+        let d = crate::search::SearchSettings::default();
+        Self {
+            model_dir: d.model_dir,
+            embeddings_url: d.embeddings_url,
+            embeddings_model: d.embeddings_model,
+            embeddings_api_key: d.embeddings_api_key,
+            redis_url: d.redis_url,
+            max_results: d.max_results,
+            keyword_weight: d.fusion.keyword_weight,
+            semantic_weight: d.fusion.semantic_weight,
+            keyword_saturation: d.fusion.saturation,
+            query_cache_size: d.query_cache_size.get(),
+            query_cache_ttl_secs: d.query_cache_ttl.as_secs(),
+        }
+    }
+}
+
+impl Settings {
+    /// The search service's settings; the embedding cache defaults to the session Redis.
+    pub fn search_settings(&self) -> crate::search::SearchSettings {
+        let s = &self.search;
+        let mut out = crate::search::SearchSettings {
+            model_dir: s.model_dir.clone(),
+            embeddings_url: s.embeddings_url.clone(),
+            embeddings_model: s.embeddings_model.clone(),
+            embeddings_api_key: s.embeddings_api_key.clone(),
+            redis_url: s.redis_url.clone().or_else(|| match self.session.backend {
+                SessionBackend::Redis => self.session.redis_url.clone(),
+                SessionBackend::Memory => None,
+            }),
+            max_results: s.max_results,
+            query_cache_size: std::num::NonZeroUsize::new(s.query_cache_size)
+                .unwrap_or(std::num::NonZeroUsize::MIN),
+            query_cache_ttl: std::time::Duration::from_secs(s.query_cache_ttl_secs),
+            ..Default::default()
+        };
+        out.fusion.keyword_weight = s.keyword_weight;
+        out.fusion.semantic_weight = s.semantic_weight;
+        out.fusion.saturation = s.keyword_saturation;
+        out
     }
 }
 
@@ -113,6 +179,8 @@ enum EnvKind {
     List,
     /// A string taken as is (names, URLs, secrets: `0123` stays text).
     Text,
+    /// A decimal number (`0.5`).
+    Number,
 }
 
 /// Environment overrides: variable, key path, kind. Applied in this order.
@@ -191,6 +259,61 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         "MCC_SESSION__KEY_PREFIX",
         &["session", "key_prefix"],
         EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__MODEL_DIR",
+        &["search", "model_dir"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__EMBEDDINGS_URL",
+        &["search", "embeddings_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__EMBEDDINGS_MODEL",
+        &["search", "embeddings_model"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__EMBEDDINGS_API_KEY",
+        &["search", "embeddings_api_key"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__REDIS_URL",
+        &["search", "redis_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_SEARCH__MAX_RESULTS",
+        &["search", "max_results"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SEARCH__KEYWORD_WEIGHT",
+        &["search", "keyword_weight"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_SEARCH__SEMANTIC_WEIGHT",
+        &["search", "semantic_weight"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_SEARCH__KEYWORD_SATURATION",
+        &["search", "keyword_saturation"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_SEARCH__QUERY_CACHE_SIZE",
+        &["search", "query_cache_size"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SEARCH__QUERY_CACHE_TTL_SECS",
+        &["search", "query_cache_ttl_secs"],
+        EnvKind::Scalar,
     ),
     ("MCC_ENV_FLOOR", &["env_floor"], EnvKind::List),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
@@ -298,6 +421,11 @@ fn env_value(raw: &str, kind: EnvKind) -> Value {
         ),
         EnvKind::Scalar => scalar(raw),
         EnvKind::Text => Value::from(raw.trim()),
+        EnvKind::Number => raw
+            .trim()
+            .parse::<f64>()
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::from(raw.trim())),
     }
 }
 

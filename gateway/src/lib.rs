@@ -7,7 +7,7 @@
 //! transform, cache) → result → write-back; all of it in [`mcp::execute`].
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
-//! [`search`], [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
+//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
 
 pub mod app;
 pub mod auth;

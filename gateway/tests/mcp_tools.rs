@@ -312,7 +312,9 @@ async fn rbac_filters_search_describe_whoami_and_execute() {
     assert!(!found.contains("admin.shell"), "{found}");
     let found = call_text(&client, "search", json!({"query": "restart service"})).await;
     assert!(
-        found.starts_with("[7.00]\n## ops.restart (service:str) -> str | (int, str, str)\nRestart a service by name.\n"),
+        found.starts_with("[")
+            && found.contains("]\n## ops.restart (service:str) -> str | (int, str, str)\nRestart a service by name.\n")
+            && found.split("\n\n\n").next().unwrap().contains("## ops.restart"),
         "{found}"
     );
     assert_eq!(

@@ -33,6 +33,7 @@ use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
 use crate::metrics::Metrics;
+use crate::search::SearchService;
 use crate::session::{Scope, SessionError, SessionStore};
 
 /// The server name clients see (the reference's).
@@ -46,6 +47,8 @@ pub struct Shared {
     pub sessions: SessionStore,
     /// Runs tools.
     pub engine: Engine,
+    /// Ranks tools for `search` (its index follows catalog reloads).
+    pub search: SearchService,
     pub metrics: Metrics,
     /// Results longer than this many bytes are cut.
     pub response_max_size: usize,
@@ -179,7 +182,10 @@ impl McpServer {
         let catalog = || self.shared.catalog.snapshot();
         let user = call.caller.user.as_ref();
         let result = match name {
-            "search" => parse::<SearchArgs>(name, &args).map(|a| self.search(&call, a)),
+            "search" => match parse::<SearchArgs>(name, &args) {
+                Ok(a) => Ok(self.search(&call, a).await),
+                Err(e) => Err(e),
+            },
             "describe_tools" => parse::<DescribeArgs>(name, &args).map(|a| {
                 let groups = a.groups.unwrap_or_default();
                 text_result(name, text::describe_tools(&catalog(), user, &groups))
@@ -219,18 +225,22 @@ impl McpServer {
         Ok(result.unwrap_or_else(error_result))
     }
 
-    fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
+    async fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
         let started = Instant::now();
-        let catalog = self.shared.catalog.snapshot();
-        let hits = crate::search::search(
-            &catalog,
-            &args.query,
-            call.caller.user.as_ref(),
-            args.min_score,
-        );
-        let out = text::search_results(hits.iter().map(|h| (h.score, h.signature)));
+        let user = call.caller.user.as_ref();
+        let result = self
+            .shared
+            .search
+            .search_text(&args.query, user, args.min_score)
+            .await;
         self.shared.metrics.search(started.elapsed());
-        text_result("search", out)
+        match result {
+            Ok(out) => text_result("search", out),
+            Err(e) => {
+                tracing::error!(error = %e, "search failed");
+                error_result(format!("Search failed: {e}"))
+            }
+        }
     }
 
     async fn set_session(&self, call: &CallCtx, args: SetArgs) -> CallToolResponse {

@@ -5,8 +5,6 @@ use mcc_catalog::{Tool, User};
 
 use crate::catalog::Catalog;
 
-pub const NO_SEARCH_RESULTS: &str =
-    "No tools matched your query. Try expanding your query or reducing min_score";
 pub const NO_TOOLS: &str = "No tools available.";
 pub const NOT_AUTHENTICATED: &str = "Not authenticated: no user is associated with this session.";
 pub const UNAUTHORIZED: &str = "Unauthorized";
@@ -19,19 +17,6 @@ pub fn unknown_tool(key: &str) -> String {
 
 pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
     format!("Validation error for tool '{key}': {error}")
-}
-
-/// `[<score:.2f>]\n<signature>` per hit, joined by a blank line; signatures end in `\n`.
-pub fn search_results<'a>(hits: impl IntoIterator<Item = (f64, &'a str)>) -> String {
-    let blocks: Vec<String> = hits
-        .into_iter()
-        .map(|(score, signature)| format!("[{score:.2}]\n{signature}"))
-        .collect();
-    if blocks.is_empty() {
-        NO_SEARCH_RESULTS.to_string()
-    } else {
-        blocks.join("\n\n")
-    }
 }
 
 /// Tools the caller may run, filtered to those in all of `groups` (an empty list is no
@@ -165,19 +150,6 @@ mod tests {
             "username: bob\nemail: (none)\ngroups: (none)\ntools: (none)"
         );
         assert_eq!(whoami(&c, None), NOT_AUTHENTICATED);
-    }
-
-    #[test]
-    fn search_text_format() {
-        let c = catalog();
-        let a = mcc_catalog::signature(&c.tools()[2]);
-        let b = mcc_catalog::signature(&c.tools()[0]);
-        let hits = vec![(1.234, a.as_str()), (0.5, b.as_str())];
-        assert_eq!(
-            search_results(hits),
-            "[1.23]\n## public.a () -> str | (int, str, str)\n\n\n[0.50]\n## public.b () -> str | (int, str, str)\nB.\n"
-        );
-        assert_eq!(search_results(Vec::new()), NO_SEARCH_RESULTS);
     }
 
     #[test]

@@ -1,0 +1,238 @@
+//! Sentence embeddings computed in process: a BERT-family model (all-MiniLM-L6-v2,
+//! bge-small-en-v1.5, …) loaded from local files with candle and the tokenizers crate.
+//! No model hub is contacted: the directory must hold `config.json`, `tokenizer.json` and
+//! `model.safetensors`; `1_Pooling/config.json` (sentence-transformers layout) chooses CLS
+//! or mean pooling (mean when absent) and `sentence_bert_config.json` the maximum
+//! sequence length (512 or the model's limit when absent). Vectors are L2-normalized, so a
+//! dot product is the cosine.
+//!
+//! Padding: some shipped `tokenizer.json` files pad every text to a fixed length, which
+//! makes results wrong (padding tokens pooled) and slow; padding is reset to the batch's
+//! longest text and mean pooling averages real tokens only (attention mask).
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use sha2::{Digest, Sha256};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use super::SearchError;
+
+/// How token vectors become one sentence vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The first token's vector (bge models).
+    Cls,
+    /// The mean over real (non-padding) tokens (sentence-transformers MiniLM models).
+    Mean,
+}
+
+/// A loaded model, ready to embed.
+pub struct LocalModel {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    pooling: Pooling,
+    dims: usize,
+    device: Device,
+    /// Identifies the weights, for cache keys: directory name plus sizes of the files.
+    id: String,
+}
+
+/// Texts embedded per forward pass: large enough to amortise the pass, small enough that
+/// one long text does not pad many short ones.
+const BATCH: usize = 32;
+
+fn model_err(dir: &Path, what: &str) -> impl Fn(String) -> SearchError {
+    let prefix = format!("model {}: {what}", dir.display());
+    move |e| SearchError::Model(format!("{prefix}: {e}"))
+}
+
+fn read(dir: &Path, file: &str) -> Result<String, SearchError> {
+    std::fs::read_to_string(dir.join(file))
+        .map_err(|e| SearchError::Model(format!("model {}: {file}: {e}", dir.display())))
+}
+
+impl LocalModel {
+    /// Loads the model in `dir` (see the module doc for the files it needs).
+    pub fn load(dir: &Path) -> Result<Self, SearchError> {
+        if !dir.is_dir() {
+            return Err(SearchError::Model(format!(
+                "model directory {} does not exist (fetch one with scripts/fetch-model.sh)",
+                dir.display()
+            )));
+        }
+        let config: Config = serde_json::from_str(&read(dir, "config.json")?)
+            .map_err(|e| model_err(dir, "config.json")(e.to_string()))?;
+        let pooling = read_pooling(dir)?;
+        let max_len = read_max_len(dir)?.min(config.max_position_embeddings);
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| model_err(dir, "tokenizer.json")(e.to_string()))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_len,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| model_err(dir, "tokenizer truncation")(e.to_string()))?;
+        let weights = dir.join("model.safetensors");
+        if !weights.is_file() {
+            return Err(SearchError::Model(format!(
+                "model {}: model.safetensors is missing (only safetensors weights are supported)",
+                dir.display()
+            )));
+        }
+        let device = Device::Cpu;
+        // SAFETY: the file is memory-mapped read-only; it must not change while mapped,
+        // which holds for model files in a cache or image directory.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &device) }
+            .map_err(|e| model_err(dir, "model.safetensors")(e.to_string()))?;
+        let model = BertModel::load(vb, &config)
+            .map_err(|e| model_err(dir, "loading BERT weights")(e.to_string()))?;
+        Ok(LocalModel {
+            model,
+            tokenizer,
+            pooling,
+            dims: config.hidden_size,
+            device,
+            id: model_id(dir, &weights),
+        })
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// One normalized vector per text, in order.
+    pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, SearchError> {
+        // Texts of similar length batched together pad less.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
+            for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, SearchError> {
+        let err = |what: &'static str| move |e: String| SearchError::Embed(format!("{what}: {e}"));
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| err("tokenizing")(e.to_string()))?;
+        let rows = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Result<Tensor, SearchError> {
+            let rows: Vec<Tensor> = encodings
+                .iter()
+                .map(|e| Tensor::new(f(e), &self.device))
+                .collect::<Result<_, _>>()
+                .map_err(|e| err("input tensor")(e.to_string()))?;
+            Tensor::stack(&rows, 0).map_err(|e| err("input tensor")(e.to_string()))
+        };
+        let ids = rows(&|e| e.get_ids())?;
+        let types = rows(&|e| e.get_type_ids())?;
+        let mask = rows(&|e| e.get_attention_mask())?;
+        let hidden = self
+            .model
+            .forward(&ids, &types, Some(&mask))
+            .map_err(|e| err("model forward")(e.to_string()))?;
+        let pooled =
+            pool(&hidden, &mask, self.pooling).map_err(|e| err("pooling")(e.to_string()))?;
+        let normalized = normalize(&pooled).map_err(|e| err("normalizing")(e.to_string()))?;
+        normalized
+            .to_vec2::<f32>()
+            .map_err(|e| err("output tensor")(e.to_string()))
+    }
+}
+
+/// (batch, tokens, dims) → (batch, dims).
+fn pool(hidden: &Tensor, mask: &Tensor, pooling: Pooling) -> candle_core::Result<Tensor> {
+    match pooling {
+        Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1),
+        Pooling::Mean => {
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let sum = hidden.broadcast_mul(&mask)?.sum(1)?;
+            let count = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+            sum.broadcast_div(&count)
+        }
+    }
+}
+
+fn normalize(v: &Tensor) -> candle_core::Result<Tensor> {
+    let norm = v.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+    v.broadcast_div(&norm)
+}
+
+/// Pooling from `1_Pooling/config.json`; mean when the file is absent.
+fn read_pooling(dir: &Path) -> Result<Pooling, SearchError> {
+    let path = dir.join("1_Pooling").join("config.json");
+    if !path.is_file() {
+        return Ok(Pooling::Mean);
+    }
+    let v: serde_json::Value = serde_json::from_str(&read(dir, "1_Pooling/config.json")?)
+        .map_err(|e| model_err(dir, "1_Pooling/config.json")(e.to_string()))?;
+    let flag = |k: &str| v.get(k).and_then(serde_json::Value::as_bool) == Some(true);
+    match (
+        flag("pooling_mode_cls_token"),
+        flag("pooling_mode_mean_tokens"),
+    ) {
+        (true, false) => Ok(Pooling::Cls),
+        (false, true) => Ok(Pooling::Mean),
+        _ => Err(SearchError::Model(format!(
+            "model {}: 1_Pooling/config.json: exactly one of pooling_mode_cls_token and \
+             pooling_mode_mean_tokens must be true (other poolings are not supported)",
+            dir.display()
+        ))),
+    }
+}
+
+/// `max_seq_length` from `sentence_bert_config.json`; 512 when absent.
+fn read_max_len(dir: &Path) -> Result<usize, SearchError> {
+    if !dir.join("sentence_bert_config.json").is_file() {
+        return Ok(512);
+    }
+    let v: serde_json::Value = serde_json::from_str(&read(dir, "sentence_bert_config.json")?)
+        .map_err(|e| model_err(dir, "sentence_bert_config.json")(e.to_string()))?;
+    Ok(v.get("max_seq_length")
+        .and_then(serde_json::Value::as_u64)
+        .map_or(512, |n| n as usize))
+}
+
+/// Identity of a model for cache keys: SHA-256 over the directory name, the contents of
+/// its config, tokenizer and pooling files, and the weights' size (hashing ~100 MB of
+/// weights at every start would cost more than it protects: a cache entry for other
+/// weights could only affect ranking, never access).
+fn model_id(dir: &Path, weights: &Path) -> String {
+    let mut h = Sha256::new();
+    h.update(
+        dir.file_name()
+            .map(|n| n.as_encoded_bytes())
+            .unwrap_or_default(),
+    );
+    for file in ["config.json", "tokenizer.json", "1_Pooling/config.json"] {
+        h.update([0u8]);
+        h.update(std::fs::read(dir.join(file)).unwrap_or_default());
+    }
+    let size = std::fs::metadata(weights).map(|m| m.len()).unwrap_or(0);
+    h.update(size.to_le_bytes());
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("local:{name}:{}", &hex::encode(h.finalize())[..16])
+}

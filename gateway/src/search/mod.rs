@@ -1,0 +1,269 @@
+//! Hybrid tool search: what the `search` MCP tool answers with.
+//!
+//! - [`keyword`]: a tantivy BM25 index with typo tolerance;
+//! - [`embed`] ([`local`], [`remote`]): sentence embeddings and their caches;
+//! - [`fusion`]: both rankings into one score per tool;
+//! - [`service`]: the live index, rebuilt off the request path and swapped atomically;
+//! - this file: one immutable [`SearchIndex`] over a catalog snapshot, the RBAC filter,
+//!   `min_score`, and the MCC output format ([`render_results`]).
+//!
+//! Order of a search: rank (keyword and semantic, among the tools the caller may
+//! execute only), fuse, drop scores under `min_score`, keep the best `limit`. Tools the
+//! caller may not execute are never ranked, returned or counted.
+
+pub mod embed;
+pub mod fusion;
+pub mod keyword;
+#[cfg(feature = "embed-local")]
+pub mod local;
+pub mod remote;
+pub mod service;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mcc_catalog::{Tool, User};
+
+pub use embed::{Embedder, EmbeddingCache, QueryCache};
+pub use fusion::Fusion;
+pub use keyword::KeywordIndex;
+pub use service::{SearchService, SearchSettings};
+
+/// What went wrong in search. Each variant says which part failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("search configuration: {0}")]
+    Config(String),
+    #[error("keyword index: {0}")]
+    Keyword(String),
+    #[error("embedding model: {0}")]
+    Model(String),
+    #[error("computing embeddings: {0}")]
+    Embed(String),
+    #[error("search task failed: {0}")]
+    Task(String),
+}
+
+/// The text shown when nothing matched (MCC's exact wording).
+pub const NO_MATCH: &str =
+    "No tools matched your query. Try expanding your query or reducing min_score";
+
+/// How many candidates each ranking contributes before fusion. A tool outside both top
+/// lists cannot reach the fused top `limit` for any sane `limit` below this.
+const CANDIDATES: usize = 100;
+
+/// Which rankings a search uses (hybrid unless the index or query has no embedding;
+/// the others exist for evaluation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Keyword,
+    Semantic,
+    Hybrid,
+}
+
+/// One result: the fused score and the tool's position in the indexed catalog.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hit {
+    pub score: f32,
+    pub index: usize,
+}
+
+/// Tool embeddings, one row of `dims` floats per tool.
+struct Vectors {
+    dims: usize,
+    data: Vec<f32>,
+}
+
+impl Vectors {
+    fn cosine(&self, i: usize, q: &[f32]) -> f32 {
+        let row = &self.data[i * self.dims..(i + 1) * self.dims];
+        row.iter().zip(q).map(|(a, b)| a * b).sum()
+    }
+}
+
+/// An immutable search index over one catalog snapshot.
+pub struct SearchIndex {
+    tools: Vec<Tool>,
+    signatures: Vec<String>,
+    keyword: KeywordIndex,
+    vectors: Option<Vectors>,
+    fusion: Fusion,
+}
+
+/// The text a tool is embedded from: its signature block, the text MCC embeds.
+pub fn embedding_text(signature: &str) -> &str {
+    signature
+}
+
+impl SearchIndex {
+    /// Indexes `tools` for keyword search and, with an embedder, semantic search (tool
+    /// embeddings come from `cache` when their text is unchanged).
+    pub fn build(
+        tools: &[Tool],
+        embeddings: Option<(&Embedder, &EmbeddingCache)>,
+        fusion: Fusion,
+    ) -> Result<Self, SearchError> {
+        let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();
+        let keyword = KeywordIndex::build(tools)?;
+        let vectors = match embeddings {
+            None => None,
+            Some((embedder, cache)) => {
+                let texts: Vec<&str> = signatures.iter().map(|s| embedding_text(s)).collect();
+                let (rows, stats) = cache.embed_all(embedder, &texts)?;
+                tracing::debug!(?stats, tools = tools.len(), "search: tool embeddings ready");
+                Some(flatten(rows)?)
+            }
+        };
+        Ok(SearchIndex {
+            tools: tools.to_vec(),
+            signatures,
+            keyword,
+            vectors,
+            fusion,
+        })
+    }
+
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Whether tool embeddings are present (hybrid search possible).
+    pub fn has_embeddings(&self) -> bool {
+        self.vectors.is_some()
+    }
+
+    /// The signature block of the tool at `index` (ends with a newline).
+    pub fn signature(&self, index: usize) -> &str {
+        &self.signatures[index]
+    }
+
+    /// Which tools `user` may execute, by position.
+    pub fn allowed_for(&self, user: Option<&User>) -> Arc<[bool]> {
+        self.tools.iter().map(|t| t.allows(user)).collect()
+    }
+
+    /// Ranks the tools `allowed` admits for `query` (with `query_vec`, its embedding,
+    /// when semantic ranking is wanted), keeps scores ≥ `min_score`, best `limit` first.
+    /// `mode` falls back to keyword when no embedding is available on either side.
+    pub fn search(
+        &self,
+        query: &str,
+        query_vec: Option<&[f32]>,
+        mode: Mode,
+        allowed: Arc<[bool]>,
+        min_score: Option<f32>,
+        limit: usize,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let semantic = match (&self.vectors, query_vec, mode) {
+            (Some(v), Some(q), Mode::Semantic | Mode::Hybrid) if q.len() == v.dims => Some((v, q)),
+            _ => None,
+        };
+        let mode = if semantic.is_none() {
+            Mode::Keyword
+        } else {
+            mode
+        };
+        let keyword = if mode == Mode::Semantic {
+            Vec::new()
+        } else {
+            self.keyword
+                .search(query, CANDIDATES.max(limit), allowed.clone())?
+        };
+        let mut hits: Vec<Hit> = match semantic {
+            None => keyword
+                .into_iter()
+                .map(|(score, index)| Hit { score, index })
+                .collect(),
+            Some((vectors, q)) => self.fuse(&keyword, vectors, q, mode, &allowed, limit),
+        };
+        if let Some(min) = min_score {
+            hits.retain(|h| h.score >= min);
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// Fuses the keyword candidates with the best semantic candidates.
+    fn fuse(
+        &self,
+        keyword: &[(f32, usize)],
+        vectors: &Vectors,
+        q: &[f32],
+        mode: Mode,
+        allowed: &[bool],
+        limit: usize,
+    ) -> Vec<Hit> {
+        let mut cosines: Vec<(f32, usize)> = (0..self.tools.len())
+            .filter(|&i| allowed[i])
+            .map(|i| (vectors.cosine(i, q), i))
+            .collect();
+        let pool = CANDIDATES.max(limit).min(cosines.len());
+        if pool < cosines.len() {
+            cosines.select_nth_unstable_by(pool, |a, b| b.0.total_cmp(&a.0));
+            cosines.truncate(pool);
+        }
+        if mode == Mode::Semantic {
+            return cosines
+                .into_iter()
+                .map(|(cos, index)| Hit {
+                    score: self.fusion.semantic_only(cos),
+                    index,
+                })
+                .collect();
+        }
+        let mut bm25: HashMap<usize, f32> = keyword.iter().map(|&(s, i)| (i, s)).collect();
+        for &(_, i) in &cosines {
+            bm25.entry(i).or_insert(0.0);
+        }
+        bm25.into_iter()
+            .map(|(index, kw)| Hit {
+                score: self.fusion.score(kw, vectors.cosine(index, q)),
+                index,
+            })
+            .collect()
+    }
+}
+
+fn flatten(rows: Vec<Vec<f32>>) -> Result<Vectors, SearchError> {
+    let dims = rows.first().map_or(0, Vec::len);
+    if rows.iter().any(|r| r.len() != dims) {
+        return Err(SearchError::Embed(
+            "the embedder returned vectors of different lengths".into(),
+        ));
+    }
+    Ok(Vectors {
+        dims,
+        data: rows.into_iter().flatten().collect(),
+    })
+}
+
+/// Formats a score as Python's `f"{score:.2f}"` would. Rust and Python both round the
+/// exact binary value half-to-even, so they agree on ties; the value is widened to f64 so
+/// the digits are those of the f32 score itself.
+pub fn format_score(score: f32) -> String {
+    format!("{:.2}", f64::from(score))
+}
+
+/// MCC's search output: each hit as `[<score:.2f>]\n<signature>`, joined by a blank line
+/// (`"\n\n"`; signatures end in `\n`), or [`NO_MATCH`] when there are none.
+pub fn render_results(index: &SearchIndex, hits: &[Hit]) -> String {
+    if hits.is_empty() {
+        return NO_MATCH.to_string();
+    }
+    hits.iter()
+        .map(|h| format!("[{}]\n{}", format_score(h.score), index.signature(h.index)))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+#[cfg(test)]
+mod tests;

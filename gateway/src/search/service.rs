@@ -1,0 +1,229 @@
+//! The live search index of a gateway: settings, the embedder chosen at startup, the
+//! embedding caches, and the current [`SearchIndex`] behind an atomic pointer.
+//!
+//! A catalog change calls [`SearchService::rebuild`]: the new index is built on a blocking
+//! task (tantivy indexing, tool embeddings) while searches keep using the old one, then
+//! swapped in with one atomic store. A search pins the index it started with, so it never
+//! sees half of a rebuild. Query embeddings are computed on a blocking task too.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use mcc_catalog::{Tool, User};
+
+use super::{
+    Embedder, EmbeddingCache, Fusion, Hit, Mode, QueryCache, SearchError, SearchIndex,
+    render_results,
+};
+
+/// Search configuration (the `search.*` keys; see docs/search.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchSettings {
+    /// `search.model_dir`: a local BERT-family model directory.
+    pub model_dir: Option<PathBuf>,
+    /// `search.embeddings_url`: an OpenAI-compatible API base (used instead of a model).
+    pub embeddings_url: Option<String>,
+    /// `search.embeddings_model`: the model name sent to the endpoint.
+    pub embeddings_model: String,
+    /// `search.embeddings_api_key`: bearer token for the endpoint (never logged).
+    pub embeddings_api_key: Option<String>,
+    /// `search.redis_url`: where tool embeddings are shared between replicas.
+    pub redis_url: Option<String>,
+    /// `search.max_results`: results returned per query.
+    pub max_results: usize,
+    /// `search.query_cache_size` / `search.query_cache_ttl_secs`.
+    pub query_cache_size: NonZeroUsize,
+    pub query_cache_ttl: Duration,
+    /// `search.keyword_weight`, `search.semantic_weight`, `search.keyword_saturation`.
+    pub fusion: Fusion,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            model_dir: None,
+            embeddings_url: None,
+            embeddings_model: "all-MiniLM-L6-v2".into(),
+            embeddings_api_key: None,
+            redis_url: None,
+            max_results: 10,
+            query_cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
+            query_cache_ttl: Duration::from_secs(300),
+            fusion: Fusion::default(),
+        }
+    }
+}
+
+struct Inner {
+    settings: SearchSettings,
+    embedder: Option<Embedder>,
+    tool_cache: EmbeddingCache,
+    query_cache: QueryCache,
+    current: ArcSwap<SearchIndex>,
+}
+
+/// The gateway's search: cheap to clone, shared by every request.
+#[derive(Clone)]
+pub struct SearchService {
+    inner: Arc<Inner>,
+}
+
+impl SearchService {
+    /// Sets up search from `settings`: loads the local model or prepares the endpoint
+    /// client (blocking: call at startup) and logs which mode search runs in. The index
+    /// starts empty; call [`Self::rebuild`] with the catalog.
+    pub fn new(settings: SearchSettings) -> Result<Self, SearchError> {
+        let embedder = match (&settings.embeddings_url, &settings.model_dir) {
+            (Some(_), Some(_)) => {
+                return Err(SearchError::Config(
+                    "set either search.model_dir or search.embeddings_url, not both".into(),
+                ));
+            }
+            (Some(url), None) => Some(Embedder::remote(
+                url,
+                &settings.embeddings_model,
+                settings.embeddings_api_key.clone(),
+            )?),
+            (None, Some(dir)) => Some(Embedder::local(dir)?),
+            (None, None) => None,
+        };
+        match &embedder {
+            None => tracing::warn!(
+                "search: no embedding model configured (search.model_dir or \
+                 search.embeddings_url); search is keyword-only"
+            ),
+            Some(e) => tracing::info!(embedder = e.id(), "search: hybrid (keyword + semantic)"),
+        }
+        let tool_cache = EmbeddingCache::new(settings.redis_url.as_deref())?;
+        let empty = SearchIndex::build(&[], None, settings.fusion)?;
+        Ok(SearchService {
+            inner: Arc::new(Inner {
+                query_cache: QueryCache::new(settings.query_cache_size, settings.query_cache_ttl),
+                settings,
+                embedder,
+                tool_cache,
+                current: ArcSwap::from_pointee(empty),
+            }),
+        })
+    }
+
+    /// The index searches currently use.
+    pub fn current(&self) -> Arc<SearchIndex> {
+        self.inner.current.load_full()
+    }
+
+    pub fn settings(&self) -> &SearchSettings {
+        &self.inner.settings
+    }
+
+    /// Rebuilds the index for `tools` on a blocking task and swaps it in. Searches in
+    /// flight finish on the old index. If embedding fails, the new index is keyword-only
+    /// (logged) rather than keeping a stale catalog.
+    pub async fn rebuild(&self, tools: Vec<Tool>) -> Result<(), SearchError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.rebuild_blocking(&tools))
+            .await
+            .map_err(|e| SearchError::Task(e.to_string()))?
+    }
+
+    /// [`Self::rebuild`] on the calling thread (startup, benchmarks, tests).
+    pub fn rebuild_blocking(&self, tools: &[Tool]) -> Result<(), SearchError> {
+        let started = Instant::now();
+        let inner = &self.inner;
+        let embeddings = inner.embedder.as_ref().map(|e| (e, &inner.tool_cache));
+        let index = match SearchIndex::build(tools, embeddings, inner.settings.fusion) {
+            Ok(index) => index,
+            Err(e @ (SearchError::Embed(_) | SearchError::Model(_))) => {
+                tracing::error!(error = %e, "search: tool embeddings failed; this index is keyword-only");
+                SearchIndex::build(tools, None, inner.settings.fusion)?
+            }
+            Err(e) => return Err(e),
+        };
+        tracing::info!(
+            tools = tools.len(),
+            semantic = index.has_embeddings(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "search: index rebuilt"
+        );
+        inner.current.store(Arc::new(index));
+        Ok(())
+    }
+
+    /// The embedding of `query`, from the cache or computed on a blocking task. `None`
+    /// when search has no embedder or embedding fails (logged; search degrades to
+    /// keyword for this query).
+    pub async fn query_embedding(&self, query: &str) -> Option<Vec<f32>> {
+        self.inner.embedder.as_ref()?;
+        if let Some(v) = self.inner.query_cache.get(query) {
+            return Some(v);
+        }
+        let this = self.clone();
+        let text = query.to_string();
+        let computed = tokio::task::spawn_blocking(move || this.embed_query_blocking(&text)).await;
+        match computed {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "search: query embedding task failed");
+                None
+            }
+        }
+    }
+
+    /// [`Self::query_embedding`] on the calling thread.
+    pub fn embed_query_blocking(&self, query: &str) -> Option<Vec<f32>> {
+        let embedder = self.inner.embedder.as_ref()?;
+        if let Some(v) = self.inner.query_cache.get(query) {
+            return Some(v);
+        }
+        match embedder.embed(&[query]) {
+            Ok(mut v) if v.len() == 1 => {
+                let v = v.swap_remove(0);
+                self.inner.query_cache.put(query, v.clone());
+                Some(v)
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "search: query embedding failed; keyword-only for this query");
+                None
+            }
+        }
+    }
+
+    /// The hits for `user` (RBAC applied before ranking), with the index they refer to.
+    pub async fn search(
+        &self,
+        query: &str,
+        user: Option<&User>,
+        min_score: Option<f64>,
+    ) -> Result<(Arc<SearchIndex>, Vec<Hit>), SearchError> {
+        let index = self.current();
+        let query_vec = if index.has_embeddings() {
+            self.query_embedding(query).await
+        } else {
+            None
+        };
+        let hits = index.search(
+            query,
+            query_vec.as_deref(),
+            Mode::Hybrid,
+            index.allowed_for(user),
+            min_score.map(|m| m as f32),
+            self.inner.settings.max_results,
+        )?;
+        Ok((index, hits))
+    }
+
+    /// The `search` tool's text for `user`: results in MCC's format, or its no-match text.
+    pub async fn search_text(
+        &self,
+        query: &str,
+        user: Option<&User>,
+        min_score: Option<f64>,
+    ) -> Result<String, SearchError> {
+        let (index, hits) = self.search(query, user, min_score).await?;
+        Ok(render_results(&index, &hits))
+    }
+}

@@ -1,0 +1,187 @@
+//! Keyword-only behaviour of [`SearchIndex`]: output format, RBAC, min_score, typo
+//! tolerance. (Embedding tests need model files: see tests/embeddings.rs.)
+
+use super::*;
+use mcc_catalog::{Param, ParamType, ToolKind};
+
+fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
+    let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    Tool {
+        key: mcc_catalog::key::tool_key(&groups, name),
+        name: name.into(),
+        groups,
+        description: description.into(),
+        example: String::new(),
+        kind: ToolKind::Exec {
+            command: "true".into(),
+        },
+        params: vec![],
+        stdin: false,
+        limits: Default::default(),
+        cwd: None,
+        env: Default::default(),
+        env_file: None,
+        env_passthrough: Default::default(),
+        transform: None,
+        cache_ttl: None,
+        return_type: None,
+        source: String::new(),
+    }
+}
+
+fn catalog() -> Vec<Tool> {
+    let mut shell = tool(
+        &["admin"],
+        "shell",
+        "Run a shell command on the gateway host.",
+    );
+    shell.params.push(Param {
+        name: "command".into(),
+        ty: ParamType::Str,
+        required: true,
+        description: "The command line to run.".into(),
+        ..Param::default()
+    });
+    vec![
+        shell,
+        tool(
+            &["public"],
+            "request",
+            "Make an HTTP request to a URL and return the body.",
+        ),
+        tool(
+            &["ops"],
+            "restart_deployment",
+            "Restart a Kubernetes deployment.",
+        ),
+        tool(
+            &["public"],
+            "weather_forecast",
+            "Weather forecast for a city.",
+        ),
+    ]
+}
+
+fn user(groups: &[&str]) -> User {
+    User {
+        username: "u".into(),
+        groups: groups.iter().map(|g| g.to_string()).collect(),
+        ..User::default()
+    }
+}
+
+fn keys(index: &SearchIndex, hits: &[Hit]) -> Vec<String> {
+    hits.iter()
+        .map(|h| index.tools()[h.index].key.clone())
+        .collect()
+}
+
+fn search(index: &SearchIndex, q: &str, u: Option<&User>, min: Option<f32>) -> Vec<Hit> {
+    index
+        .search(q, None, Mode::Hybrid, index.allowed_for(u), min, 10)
+        .unwrap()
+}
+
+#[test]
+fn finds_by_name_words_split_from_snake_case() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    let admin = user(&["admin"]);
+    let hits = search(&index, "restart deployment", Some(&admin), None);
+    assert_eq!(keys(&index, &hits)[0], "ops.restart_deployment");
+    let hits = search(&index, "run a shell command", Some(&admin), None);
+    assert_eq!(keys(&index, &hits)[0], "admin.shell");
+}
+
+#[test]
+fn tolerates_typos_like_fuzziness_auto() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    // "wether" → weather (1 edit, 6 letters: up to 2), "forcast" → forecast.
+    let hits = search(&index, "wether forcast", None, None);
+    assert_eq!(keys(&index, &hits), ["public.weather_forecast"]);
+    // An exact match outranks the same word misspelt.
+    let exact = search(&index, "weather", None, None)[0].score;
+    let typo = search(&index, "wether", None, None)[0].score;
+    assert!(exact > typo, "{exact} vs {typo}");
+}
+
+#[test]
+fn only_tools_the_caller_may_execute_are_returned() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    let anon = search(
+        &index,
+        "shell command restart deployment request",
+        None,
+        None,
+    );
+    assert_eq!(keys(&index, &anon), ["public.request"]);
+    let ops = search(
+        &index,
+        "shell command restart deployment",
+        Some(&user(&["ops"])),
+        None,
+    );
+    assert_eq!(keys(&index, &ops), ["ops.restart_deployment"]);
+}
+
+#[test]
+fn min_score_filters_and_empty_results_say_so() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    let all = search(&index, "weather request", None, None);
+    assert_eq!(all.len(), 2);
+    let top = all[0].score;
+    let filtered = search(&index, "weather request", None, Some(top));
+    assert_eq!(filtered.len(), 1);
+    let none = search(&index, "weather", None, Some(1e6));
+    assert_eq!(render_results(&index, &none), NO_MATCH);
+    assert!(search(&index, "zzzqqq", None, None).is_empty());
+    assert!(search(&index, "", None, None).is_empty());
+}
+
+#[test]
+fn renders_mcc_format() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    let hits = vec![
+        Hit {
+            score: 8.4249,
+            index: 1,
+        },
+        Hit {
+            score: 1.0,
+            index: 3,
+        },
+    ];
+    assert_eq!(
+        render_results(&index, &hits),
+        "[8.42]\n## public.request () -> str | (int, str, str)\n\
+         Make an HTTP request to a URL and return the body.\n\
+         \n\n[1.00]\n## public.weather_forecast () -> str | (int, str, str)\n\
+         Weather forecast for a city.\n"
+    );
+}
+
+#[test]
+fn scores_format_like_python() {
+    // Python: f"{0.125:.2f}" == '0.12', f"{0.375:.2f}" == '0.38', f"{2.675:.2f}" == '2.67'.
+    assert_eq!(format_score(0.125), "0.12");
+    assert_eq!(format_score(0.375), "0.38");
+    assert_eq!(format_score(12.5), "12.50");
+    // 2.675f32 is 2.6749999523…, so it rounds down as in Python.
+    assert_eq!(format_score(2.675), "2.67");
+}
+
+#[tokio::test]
+async fn rebuild_swaps_the_index_atomically() {
+    let service = SearchService::new(SearchSettings::default()).unwrap();
+    assert!(service.current().is_empty());
+    let before = service.current();
+    service.rebuild(catalog()).await.unwrap();
+    assert!(before.is_empty(), "a pinned index never changes");
+    assert_eq!(service.current().len(), 4);
+    let text = service.search_text("weather", None, None).await.unwrap();
+    assert!(
+        text.starts_with('[') && text.contains("## public.weather_forecast"),
+        "{text}"
+    );
+    let text = service.search_text("shell", None, None).await.unwrap();
+    assert_eq!(text, NO_MATCH);
+}
