@@ -122,3 +122,110 @@ fn conflict_is_false(r: std::result::Result<Lease, kube::Error>) -> Result<bool>
         Err(e) => Err(Error::Kube(e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{ApiServerVerifier, not_found};
+    use serde_json::json;
+
+    const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/mcc-system/leases/mcc-operator";
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/mcc-system/leases";
+
+    fn elector(client: Client, me: &str) -> LeaderElector {
+        LeaderElector::new(
+            client,
+            "mcc-system",
+            "mcc-operator",
+            me,
+            Duration::from_secs(15),
+        )
+    }
+
+    fn lease(holder: &str, renewed: &str) -> serde_json::Value {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "mcc-operator", "namespace": "mcc-system", "resourceVersion": "7"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                     "renewTime": renewed, "leaseTransitions": 2}})
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn first_replica_creates_the_lease() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-a");
+        let server = async {
+            api.expect("GET", LEASE, 404, not_found("leases", "mcc-operator"))
+                .await;
+            let seen = api
+                .expect_with("POST", LEASES, |s| (201, s.body.clone()))
+                .await;
+            assert_eq!(seen.body["spec"]["holderIdentity"], "pod-a");
+            assert_eq!(seen.body["spec"]["leaseDurationSeconds"], 15);
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(won.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_live_holder_keeps_it_and_an_expired_one_loses_it() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-b");
+        // Renewed 5 s ago: pod-a still leads; no write.
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:59:55.000000Z"),
+            )
+            .await;
+            api.expect_nothing().await;
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(!won.unwrap());
+        // Not renewed for 20 s: pod-b takes it at the resourceVersion it read.
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:59:40.000000Z"),
+            )
+            .await;
+            let seen = api.expect_echo("PUT", LEASE).await;
+            assert_eq!(seen.body["metadata"]["resourceVersion"], "7");
+            assert_eq!(seen.body["spec"]["holderIdentity"], "pod-b");
+            assert_eq!(seen.body["spec"]["leaseTransitions"], 3);
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(won.unwrap());
+    }
+
+    #[tokio::test]
+    async fn losing_a_race_is_not_leading() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-b");
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:00:00.000000Z"),
+            )
+            .await;
+            api.expect(
+                "PUT",
+                LEASE,
+                409,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"}),
+            )
+            .await;
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(!won.unwrap());
+    }
+}

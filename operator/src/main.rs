@@ -57,6 +57,10 @@ enum Command {
         /// default so local secrets do not land in manifests.
         #[arg(long)]
         substitute_env: bool,
+        /// Read relative env_file paths from this directory (default: the current one,
+        /// as MCC does).
+        #[arg(long)]
+        env_file_base: Option<PathBuf>,
     },
 }
 
@@ -97,11 +101,13 @@ fn main() -> std::process::ExitCode {
             users,
             namespace,
             substitute_env,
+            env_file_base,
         } => run_convert(ConvertOptions {
             tool_files,
             users_file: users,
             namespace,
             substitute_env,
+            env_file_base,
         }),
         Command::Run(args) => tokio::runtime::Runtime::new()
             .context("cannot start the async runtime")

@@ -42,6 +42,9 @@ pub struct ConvertOptions {
     pub namespace: String,
     /// Substitute `$VAR`/`${VAR}` from this process's environment, as MCC does at load.
     pub substitute_env: bool,
+    /// Directory relative `env_file` paths are read from (MCC reads them relative to the
+    /// server's working directory; `None` means the current directory, as MCC).
+    pub env_file_base: Option<PathBuf>,
 }
 
 /// The manifests of one conversion, in apply order, plus the loader's warnings.
@@ -96,7 +99,11 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
             Some(path) => Some(match secrets.get(path) {
                 Some(name) => name.clone(),
                 None => {
-                    let secret = env_file_secret(path, &opts.namespace)?;
+                    let file = match &opts.env_file_base {
+                        Some(base) if path.is_relative() => base.join(path),
+                        _ => path.clone(),
+                    };
+                    let secret = env_file_secret(&file, &opts.namespace)?;
                     let name = secret.metadata.name.clone().unwrap_or_default();
                     secrets.insert(path.clone(), name.clone());
                     out.secrets.push(secret);

@@ -211,3 +211,145 @@ pub async fn run(
         tokio::time::sleep(settings.debounce).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{
+        ApiServerVerifier, TestGrant, TestTool, assert_apply, context, not_found,
+    };
+    use mcc_catalog::document::decode;
+    use serde_json::{Value, json};
+
+    const CM: &str = "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog";
+
+    fn stored_document(body: &Value) -> CatalogDocument {
+        use base64::Engine as _;
+        let json = body["data"][document::DATA_KEY].as_str();
+        let gz = body["binaryData"][document::GZIP_KEY]
+            .as_str()
+            .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap());
+        decode(json, gz.as_deref()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn publishes_once_per_content_and_again_on_change() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let tools = vec![TestTool::exec("a", "ns", "greet")];
+        let ctx = context(client.clone(), &tools, &[TestGrant::new("g", "alice")]);
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, _rx) = mpsc::channel(1);
+        let (result, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(result.unwrap());
+        assert_apply(&seen);
+        let doc = stored_document(&seen.body);
+        assert_eq!(doc.tools[0].tool.key, "greet");
+        assert_eq!(doc.users[0].user.username, "alice");
+        let hash = seen.body["metadata"]["annotations"][HASH_ANNOTATION]
+            .as_str()
+            .unwrap();
+        assert_eq!(hash, document::encode(&doc).unwrap().hash);
+        assert_eq!(seen.body["metadata"]["annotations"][FORMAT_ANNOTATION], "1");
+
+        // Same content: no request at all.
+        let (result, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
+        assert!(!result.unwrap());
+
+        // A changed catalog is written again.
+        let mut doc2 = doc.clone();
+        doc2.tools.clear();
+        let (result, seen) = tokio::join!(
+            publisher.publish(&doc2, &ctx.metrics),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(result.unwrap());
+        assert!(stored_document(&seen.body).tools.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restart_does_not_rewrite_the_same_catalog() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let doc = CatalogDocument::default();
+        let hash = document::encode(&doc).unwrap().hash;
+        let metrics = Metrics::default();
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let existing = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "mcc-catalog", "annotations": {HASH_ANNOTATION: hash}}});
+        let (r, _) = tokio::join!(publisher.load_last(), api.expect("GET", CM, 200, existing));
+        r.unwrap();
+        let (r, ()) = tokio::join!(publisher.publish(&doc, &metrics), api.expect_nothing());
+        assert!(!r.unwrap());
+
+        // No ConfigMap yet: the first publish writes.
+        let mut publisher = CatalogPublisher::new(
+            publisher.api.clone().into_client(),
+            "mcc-system",
+            "mcc-catalog",
+        );
+        let (r, _) = tokio::join!(
+            publisher.load_last(),
+            api.expect("GET", CM, 404, not_found("configmaps", "mcc-catalog"))
+        );
+        r.unwrap();
+        let (r, _) = tokio::join!(
+            publisher.publish(&doc, &metrics),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(r.unwrap());
+    }
+
+    #[tokio::test]
+    async fn large_catalogs_are_compressed_and_too_large_ones_fail_loudly() {
+        let many: Vec<_> = (0..1500)
+            .map(|i| {
+                let mut t = TestTool::exec(&format!("t{i}"), "ns", &format!("tool{i}"));
+                t.spec.description = Some("describes the tool at some length. ".repeat(8));
+                t
+            })
+            .collect();
+        let (client, mut api) = ApiServerVerifier::new();
+        let ctx = context(client.clone(), &many, &[]);
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, mut rx) = mpsc::channel(1);
+        let (r, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        r.unwrap();
+        assert!(seen.body["data"].is_null());
+        assert_eq!(stored_document(&seen.body).tools.len(), 1500);
+        // (These Tools have no status yet, so a reconcile of all was asked for.)
+        assert!(rx.try_recv().is_ok());
+
+        // Incompressible content beyond the limit: nothing written, every Tool told why.
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let huge: Vec<_> = (0..1100)
+            .map(|i| {
+                let mut t = TestTool::exec(&format!("t{i}"), "ns", &format!("tool{i}"));
+                t.spec.description = Some(
+                    (0..1000)
+                        .map(|_| {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            char::from(b'!' + (state % 90) as u8)
+                        })
+                        .collect(),
+                );
+                t
+            })
+            .collect();
+        let ctx = context(publisher.api.clone().into_client(), &huge, &[]);
+        let (r, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
+        assert!(matches!(
+            r,
+            Err(Error::Document(DocumentError::TooLarge { .. }))
+        ));
+        let why = ctx.catalog_error().expect("the failure is recorded");
+        assert!(why.contains("too large"), "{why}");
+        assert!(rx.try_recv().is_ok(), "every Tool is reconciled to show it");
+    }
+}
