@@ -17,7 +17,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tool::{EnvPassthrough, ParamType};
+use crate::tool::ParamType;
 
 /// The API group of both resources.
 pub const GROUP: &str = "mcc.dev";
@@ -125,13 +125,16 @@ pub struct ToolSpec {
     pub env_from: Vec<EnvFromSource>,
     /// `true`: the gateway's whole environment; a list: fnmatch globs of names passed
     /// through; `false` (default): the env floor only.
+    /// Kept as raw JSON (checked by the schema's CEL rule and by the operator) so that
+    /// one malformed object cannot break the operator's watch of all Tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "bool_or_string_list")]
-    pub env_passthrough: Option<EnvPassthrough>,
+    pub env_passthrough: Option<Value>,
     /// A shell pipeline applied to successful output, or a list of stages joined by `|`.
+    /// Raw JSON, for the same reason as `envPassthrough`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "string_or_string_list")]
-    pub transform: Option<TransformSpec>,
+    pub transform: Option<Value>,
     /// Cache results of this tool for this many seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<u64>,
@@ -194,14 +197,6 @@ pub struct ToolLimits {
     pub fsize_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nofile: Option<u64>,
-}
-
-/// `transform` as one pipeline or a list of stages.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[serde(untagged)]
-pub enum TransformSpec {
-    One(String),
-    Stages(Vec<String>),
 }
 
 /// Where a tool runs.
@@ -380,13 +375,4 @@ fn string_or_string_list(_: &mut SchemaGenerator) -> Schema {
 fn param_type_name(_: &mut SchemaGenerator) -> Schema {
     let names: Vec<&str> = ParamType::ALL.iter().map(|t| t.as_str()).collect();
     json_schema!({ "type": "string", "enum": names })
-}
-
-impl JsonSchema for TransformSpec {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "TransformSpec".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        string_or_string_list(generator)
-    }
 }

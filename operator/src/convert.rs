@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, SecretEnvSource};
-use mcc_catalog::crd::{self, ToolLimits, ToolParam, ToolSpec, TransformSpec};
+use mcc_catalog::crd::{self, ToolLimits, ToolParam, ToolSpec};
 use mcc_catalog::document::{
     CatalogTool, EnvFromRef, EnvValueRef, PodSpec, RefKind, Runtime as DocRuntime,
 };
@@ -40,6 +40,8 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     let spec = &resource.spec;
     let (plain_env, env_value_from) = split_env(&spec.env)?;
     let env_from = env_from_refs(&spec.env_from)?;
+    let env_passthrough = raw_field::<EnvPassthrough>(&spec.env_passthrough, "envPassthrough")?;
+    let transform = raw_field::<Transform>(&spec.transform, "transform")?;
     let entry = ToolEntry {
         func: spec.func.clone(),
         exec: spec.exec.clone(),
@@ -60,11 +62,8 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
             .map(|(k, v)| (k, Scalar::Text(v)))
             .collect(),
         env_file: None,
-        env_passthrough: spec.env_passthrough.clone().unwrap_or_default(),
-        transform: spec.transform.clone().map(|t| match t {
-            TransformSpec::One(s) => Transform::One(s),
-            TransformSpec::Stages(s) => Transform::Stages(s),
-        }),
+        env_passthrough: env_passthrough.unwrap_or_default(),
+        transform,
         cache_ttl: spec.cache_ttl,
         return_type: spec.return_type.clone(),
         python: spec.python.clone(),
@@ -80,6 +79,26 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         runtime: runtime(spec.runtime.as_ref())?,
         introspect,
     })
+}
+
+/// Reads a field kept as raw JSON into the catalog's type, naming the field on error.
+fn raw_field<T: serde::de::DeserializeOwned>(
+    value: &Option<serde_json::Value>,
+    field: &str,
+) -> Result<Option<T>, Invalid> {
+    value
+        .clone()
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|_| {
+            invalid(
+                field,
+                match field {
+                    "envPassthrough" => "must be true, false or a list of strings",
+                    _ => "must be a string or a list of strings",
+                },
+            )
+        })
 }
 
 fn param_entry(p: &ToolParam) -> ParamEntry {
@@ -286,9 +305,9 @@ pub fn tool_resource(tool: &Tool, namespace: &str, env_file_secret: Option<&str>
             .collect(),
         env_passthrough: match &tool.env_passthrough {
             EnvPassthrough::None | EnvPassthrough::All(false) => None,
-            other => Some(other.clone()),
+            other => serde_json::to_value(other).ok(),
         },
-        transform: tool.transform.clone().map(TransformSpec::One),
+        transform: tool.transform.clone().map(serde_json::Value::String),
         cache_ttl: tool.cache_ttl,
         return_type: tool.return_type.clone(),
         runtime: None,
@@ -382,6 +401,32 @@ mod tests {
         r.spec.env.pop();
         r.spec.env[1].value_from = Some(EnvVarSource::default());
         assert_eq!(catalog_tool(&r).unwrap_err().field, "env[1].valueFrom");
+    }
+
+    #[test]
+    fn raw_fields_are_checked_by_the_catalog_types() {
+        let t = catalog_tool(&resource(
+            json!({"name": "x", "exec": "ls", "envPassthrough": ["A*"], "transform": ["a", "b"]}),
+        ))
+        .unwrap();
+        assert_eq!(
+            t.tool.env_passthrough,
+            EnvPassthrough::Globs(vec!["A*".into()])
+        );
+        assert_eq!(t.tool.transform.as_deref(), Some("a | b"));
+        let e = catalog_tool(&resource(
+            json!({"name": "x", "exec": "ls", "envPassthrough": "yes"}),
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "spec.envPassthrough: must be true, false or a list of strings"
+        );
+        let e = catalog_tool(&resource(
+            json!({"name": "x", "exec": "ls", "transform": 3}),
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "transform");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The CRD manifests of `Tool` and `UserGrant`, generated from the Rust types. `crds/`
-//! holds them committed; `mcc-operator crdgen` rewrites them and a test fails when they
-//! are stale.
+//! and the Helm chart's `charts/mcc/crds/` hold them committed; `mcc-operator crdgen`
+//! rewrites both and a test fails when either is stale.
 
 use std::path::Path;
 
@@ -22,6 +22,9 @@ fn render<T: serde::Serialize>(crd: &T) -> Result<String, serde_saphyr::Serializ
     ))
 }
 
+/// Where the CRDs are committed, relative to the repository root.
+pub const CRD_DIRS: [&str; 2] = ["crds", "charts/mcc/crds"];
+
 /// Writes every CRD into `dir`.
 pub fn write(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
@@ -39,13 +42,16 @@ mod tests {
     /// The committed CRDs match the types; run `mcc-operator crdgen` after changing them.
     #[test]
     fn committed_crds_are_current() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
-        for (name, yaml) in crd_files().unwrap() {
-            let committed = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
-            assert!(
-                committed == yaml,
-                "crds/{name} is stale: run `cargo run -p mcc-operator -- crdgen`"
-            );
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for dir in CRD_DIRS {
+            for (name, yaml) in crd_files().unwrap() {
+                let committed =
+                    std::fs::read_to_string(root.join(dir).join(name)).unwrap_or_default();
+                assert!(
+                    committed == yaml,
+                    "{dir}/{name} is stale: run `cargo run -p mcc-operator -- crdgen`"
+                );
+            }
         }
     }
 
@@ -59,8 +65,80 @@ mod tests {
             "x-kubernetes-validations",
             "- dict",
             "maxLength: 253",
+            "envPassthrough must be a boolean or a list of strings",
+            "transform must be a string or a list of strings",
         ] {
             assert!(tool.contains(needle), "Tool CRD lacks {needle:?}");
         }
+    }
+}
+
+/// The CEL rules in the CRDs, evaluated client-side by kube-cel (what the API server does
+/// at admission).
+#[cfg(test)]
+mod cel_tests {
+    use kube::CustomResourceExt;
+    use kube::core::cel::Validator;
+    use mcc_catalog::crd::Tool;
+    use serde_json::{Value, json};
+
+    /// Evaluates the Tool CRD's CEL rules on a raw object, as admission would.
+    fn check(spec: Value) -> Result<(), String> {
+        let crd = Tool::crd();
+        let schema = serde_json::to_value(
+            crd.spec.versions[0]
+                .schema
+                .as_ref()
+                .unwrap()
+                .open_api_v3_schema
+                .as_ref()
+                .unwrap(),
+        )
+        .unwrap();
+        let object = json!({
+            "apiVersion": "mcc.dev/v1alpha1", "kind": "Tool",
+            "metadata": {"name": "t", "namespace": "ns"}, "spec": spec
+        });
+        Validator::new()
+            .validate(&schema, &object, None)
+            .map_err(|e| e.to_string())
+    }
+
+    fn rejected(spec: Value) -> String {
+        check(spec).expect_err("accepted")
+    }
+
+    #[test]
+    fn valid_tools_pass() {
+        check(json!({"name": "x", "exec": "ls", "groups": ["ops"]})).unwrap();
+        check(json!({"fn": "m:f", "python": "python3"})).unwrap();
+        check(json!({"name": "x", "curl": "https://x", "stdin": true, "cacheTtl": 5})).unwrap();
+        // The envPassthrough/transform rules use CEL's `type()`, which the API server
+        // evaluates but kube-cel cannot; `schemas_carry_the_admission_rules` checks they
+        // are present, and the operator checks the same shapes (`convert`).
+    }
+
+    #[test]
+    fn exactly_one_runner_name_and_python_rules() {
+        assert!(
+            rejected(json!({"name": "x", "exec": "ls", "fn": "m:f"}))
+                .contains("exactly one of exec, fn or curl")
+        );
+        assert!(rejected(json!({"name": "x"})).contains("exactly one of exec, fn or curl"));
+        assert!(rejected(json!({"exec": "ls"})).contains("must specify a name"));
+        assert!(
+            rejected(json!({"name": "x", "exec": "ls", "python": "p"}))
+                .contains("python can only be used with fn")
+        );
+    }
+
+    #[test]
+    fn key_length_and_field_shapes() {
+        let long = "n".repeat(250);
+        check(json!({"name": long, "exec": "ls", "groups": ["ab"]})).unwrap();
+        assert!(
+            rejected(json!({"name": long, "exec": "ls", "groups": ["abc"]}))
+                .contains("at most 253")
+        );
     }
 }

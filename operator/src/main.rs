@@ -35,11 +35,11 @@ struct Cli {
 enum Command {
     /// Run the controllers (in a cluster, or against the current kubeconfig).
     Run(RunArgs),
-    /// Write the CRD manifests.
+    /// Write the CRD manifests (run from the repository root).
     Crdgen {
-        /// Directory to write into.
-        #[arg(long, default_value = "crds")]
-        out: PathBuf,
+        /// Directories to write into (default: crds and charts/mcc/crds).
+        #[arg(long)]
+        out: Vec<PathBuf>,
     },
     /// Convert MCC YAML tool files (and a users file) into Tool/UserGrant/Secret manifests
     /// on stdout.
@@ -95,7 +95,17 @@ fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match Cli::parse().command {
-        Command::Crdgen { out } => mcc_operator::crdgen::write(&out),
+        Command::Crdgen { out } => {
+            let dirs = if out.is_empty() {
+                mcc_operator::crdgen::CRD_DIRS
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect()
+            } else {
+                out
+            };
+            dirs.iter().try_for_each(|d| mcc_operator::crdgen::write(d))
+        }
         Command::Convert {
             tool_files,
             users,

@@ -12,7 +12,7 @@ use mcc_operator::manifests::{ConvertOptions, convert, parse_tools};
 use serde_json::Value;
 
 fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/tools")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
 fn options() -> ConvertOptions {
