@@ -234,6 +234,43 @@ mod tests {
     }
 
     #[test]
+    fn only_issued_keys_of_enabled_grants_are_published() {
+        let issued = mcc_catalog::crd::ApiKeyStatus {
+            secret_name: "g-api-key".into(),
+            prefix: "0123456789ab".into(),
+            sha256: "ff".repeat(32),
+            expires_at: Some("2027-01-01T00:00:00Z".into()),
+        };
+        let mut g = TestGrant::new("g", "alice").api_key(Some(30));
+        g.status = Some(mcc_catalog::crd::UserGrantStatus {
+            api_key: Some(issued),
+            ..Default::default()
+        });
+        g.spec.service_accounts = vec![mcc_catalog::crd::ServiceAccountBinding {
+            namespace: None,
+            name: "agent".into(),
+        }];
+        let a = assemble(&[], &[Arc::new(g.clone())]);
+        let alice = &a.document.users[0];
+        assert_eq!(alice.api_keys[0].prefix, "0123456789ab");
+        assert_eq!(
+            alice.api_keys[0].expires_at.as_deref(),
+            Some("2027-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            alice.service_accounts[0].namespace, "ns",
+            "defaults to the grant's"
+        );
+        // Disabled: the stale status is not published.
+        g.spec.api_key = None;
+        assert!(
+            assemble(&[], &[Arc::new(g)]).document.users[0]
+                .api_keys
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn grants_union_by_username() {
         let g1 = TestGrant::new("g1", "alice")
             .groups(&["ops"])

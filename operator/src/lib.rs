@@ -7,7 +7,8 @@
 //! - [`assemble`]: all objects → the catalog document and one verdict per object (pure);
 //! - [`controller`]: the reconcilers of both kinds and their shared [`controller::Context`];
 //! - [`status`], [`apikey`], [`publish`], [`leader`], [`metrics`]: status writes, API-key
-//!   Secrets, the catalog ConfigMap, the leader Lease, Prometheus metrics.
+//!   Secrets, the catalog ConfigMap, the leader Lease, Prometheus metrics;
+//! - [`runner`]: the controllers and the publisher wired together.
 
 pub mod apikey;
 pub mod assemble;
@@ -18,6 +19,7 @@ pub mod leader;
 pub mod manifests;
 pub mod metrics;
 pub mod publish;
+pub mod runner;
 pub mod status;
 
 #[cfg(test)]

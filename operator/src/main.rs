@@ -8,17 +8,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::{Controller, watcher};
-use kube::{Api, Client};
-use mcc_catalog::crd::{Tool, UserGrant};
-use mcc_operator::apikey::MANAGED_LABEL;
-use mcc_operator::controller::{self, Context};
+use kube::Client;
 use mcc_operator::leader::LeaderElector;
 use mcc_operator::manifests::{ConvertOptions, convert};
 use mcc_operator::metrics::{self, Metrics};
-use mcc_operator::publish::{self, CatalogPublisher, PublishSettings};
+use mcc_operator::runner;
 
 #[derive(Parser)]
 #[command(
@@ -165,51 +159,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     elector.acquire().await;
     tracing::info!(%identity, "leading: starting controllers");
 
-    let (reconcile_all_tx, reconcile_all_rx) = futures::channel::mpsc::channel(1);
-    let tools = Controller::new(Api::<Tool>::all(client.clone()), watcher::Config::default())
-        .reconcile_all_on(reconcile_all_rx);
-    let managed = format!("{}={}", MANAGED_LABEL.0, MANAGED_LABEL.1);
-    let grants = Controller::new(
-        Api::<UserGrant>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(
-        Api::<Secret>::all(client.clone()),
-        watcher::Config::default().labels(&managed),
+    let settings = runner::settings(
+        &namespace,
+        &args.configmap,
+        Duration::from_millis(args.debounce_ms),
     );
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        tools.store(),
-        grants.store(),
-        metrics,
-    ));
-    let publisher = CatalogPublisher::new(client.clone(), &namespace, &args.configmap);
-    let settings = PublishSettings {
-        namespace: namespace.clone(),
-        name: args.configmap.clone(),
-        debounce: Duration::from_millis(args.debounce_ms),
-        resync: Duration::from_secs(10),
-    };
-    let tool_loop = tools
-        .shutdown_on_signal()
-        .run(
-            controller::tool::reconcile,
-            controller::tool::error_policy,
-            ctx.clone(),
-        )
-        .for_each(|_| futures::future::ready(()));
-    let grant_loop = grants
-        .shutdown_on_signal()
-        .run(
-            controller::grant::reconcile,
-            controller::grant::error_policy,
-            ctx.clone(),
-        )
-        .for_each(|_| futures::future::ready(()));
     tokio::select! {
-        _ = tool_loop => Ok(()),
-        _ = grant_loop => Ok(()),
-        r = publish::run(ctx.clone(), publisher, reconcile_all_tx, settings) => r.context("the publisher stopped"),
+        r = runner::run(client, metrics, settings) => r.context("the controllers stopped"),
         _ = elector.hold() => anyhow::bail!("lost the leader Lease; exiting so a new leader takes over"),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted; stopping");
+            Ok(())
+        }
     }
 }
