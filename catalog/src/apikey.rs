@@ -20,10 +20,14 @@ pub struct ApiKeyRecord {
     pub prefix: String,
     /// Hex SHA-256 of the whole raw key (`mcc_<prefix>_<secret>`).
     pub sha256: String,
-    /// RFC 3339; `None` never expires.
+    /// UTC in [`EXPIRY_FORMAT`] (`2027-01-31T12:00:00Z`); `None` never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
 }
+
+/// The one form of `expires_at` (strftime): UTC, whole seconds, so that two expiries
+/// compare as text.
+pub const EXPIRY_FORMAT: &str = "%Y-%m-%dT%H:%M:%SZ";
 
 /// Builds a raw key from random bytes.
 pub fn format_key(prefix: &[u8; PREFIX_BYTES], secret: &[u8; SECRET_BYTES]) -> String {
@@ -57,6 +61,11 @@ impl ApiKeyRecord {
         })
     }
 
+    /// Whether the key has expired at `now` (formatted as [`EXPIRY_FORMAT`]).
+    pub fn expired(&self, now: &str) -> bool {
+        self.expires_at.as_deref().is_some_and(|e| e <= now)
+    }
+
     /// Whether `raw` is this key (constant time in the digest comparison).
     pub fn matches(&self, raw: &str) -> bool {
         let digest = hash_key(raw);
@@ -84,5 +93,9 @@ mod tests {
         assert_eq!(prefix_of("mcc_ABABABABABAB_x"), None);
         assert_eq!(prefix_of("mcc_abab_x"), None);
         assert_eq!(prefix_of("mcc_abababababab_"), None);
+        let dated = ApiKeyRecord::of(&raw, Some("2027-01-31T12:00:00Z".into())).unwrap();
+        assert!(!dated.expired("2027-01-31T11:59:59Z"));
+        assert!(dated.expired("2027-01-31T12:00:00Z"));
+        assert!(!rec.expired("2999-01-01T00:00:00Z"));
     }
 }

@@ -187,6 +187,40 @@ impl CatalogDocument {
     }
 }
 
+impl CatalogDocument {
+    /// The user a ServiceAccount (as TokenReview reports it) acts as.
+    pub fn user_by_service_account(&self, namespace: &str, name: &str) -> Option<&CatalogUser> {
+        self.users.iter().find(|u| {
+            u.service_accounts
+                .iter()
+                .any(|sa| sa.namespace == namespace && sa.name == name)
+        })
+    }
+
+    /// The user an OIDC `sub` claim acts as.
+    pub fn user_by_oidc_subject(&self, subject: &str) -> Option<&CatalogUser> {
+        self.users
+            .iter()
+            .find(|u| u.oidc_subjects.iter().any(|s| s == subject))
+    }
+
+    /// The user and key record a raw API key belongs to: looked up by prefix, then
+    /// compared by SHA-256 in constant time. Expiry is the caller's to check
+    /// ([`crate::apikey::ApiKeyRecord::expired`]).
+    pub fn user_by_api_key(
+        &self,
+        raw: &str,
+    ) -> Option<(&CatalogUser, &crate::apikey::ApiKeyRecord)> {
+        let prefix = crate::apikey::prefix_of(raw)?;
+        self.users.iter().find_map(|u| {
+            u.api_keys
+                .iter()
+                .find(|k| k.prefix == prefix && k.matches(raw))
+                .map(|k| (u, k))
+        })
+    }
+}
+
 /// Why a document cannot be encoded or decoded.
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
@@ -350,6 +384,43 @@ mod tests {
             huge.tools.push(t);
         }
         assert!(matches!(encode(&huge), Err(DocumentError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn identities_resolve_to_users() {
+        let raw = crate::apikey::format_key(&[0xab; 6], &[1; 32]);
+        let doc = CatalogDocument {
+            users: vec![CatalogUser {
+                user: User {
+                    username: "alice".into(),
+                    ..Default::default()
+                },
+                service_accounts: vec![ServiceAccountRef {
+                    namespace: "agents".into(),
+                    name: "bot".into(),
+                }],
+                oidc_subjects: vec!["sub-1".into()],
+                api_keys: vec![crate::apikey::ApiKeyRecord::of(&raw, None).unwrap()],
+            }],
+            ..Default::default()
+        };
+        let name = |u: Option<&CatalogUser>| u.map(|u| u.user.username.clone());
+        assert_eq!(
+            name(doc.user_by_service_account("agents", "bot")).as_deref(),
+            Some("alice")
+        );
+        assert_eq!(name(doc.user_by_service_account("other", "bot")), None);
+        assert_eq!(
+            name(doc.user_by_oidc_subject("sub-1")).as_deref(),
+            Some("alice")
+        );
+        assert_eq!(doc.user_by_api_key(&raw).unwrap().0.user.username, "alice");
+        let forged = crate::apikey::format_key(&[0xab; 6], &[2; 32]);
+        assert!(
+            doc.user_by_api_key(&forged).is_none(),
+            "same prefix, other secret"
+        );
+        assert!(doc.user_by_api_key("not-a-key").is_none());
     }
 
     #[test]

@@ -12,7 +12,9 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
-use mcc_catalog::apikey::{ApiKeyRecord, PREFIX_BYTES, SECRET_BYTES, format_key, prefix_of};
+use mcc_catalog::apikey::{
+    ApiKeyRecord, EXPIRY_FORMAT, PREFIX_BYTES, SECRET_BYTES, format_key, prefix_of,
+};
 use mcc_catalog::crd::{ApiKeyStatus, UserGrant};
 
 use crate::status::FIELD_MANAGER;
@@ -80,7 +82,7 @@ pub async fn ensure(
     .await
     .map_err(Error::Kube)?;
     tracing::info!(grant = %grant.name_any(), namespace = %ns, "issued a new API key");
-    let record = ApiKeyRecord::of(&raw, expires.map(|t| t.to_string()))
+    let record = ApiKeyRecord::of(&raw, expires.map(expiry_text))
         .ok_or_else(|| key_error(grant, "minted key is malformed"))?;
     Ok((public_part(&name, record), expires.map(|e| left(now, e))))
 }
@@ -93,6 +95,11 @@ pub async fn revoke(grant: &UserGrant, client: &Client, name: &str) -> Result<()
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube(e)),
     }
+}
+
+/// An expiry in the catalog's one text form ([`EXPIRY_FORMAT`]).
+fn expiry_text(t: Timestamp) -> String {
+    t.strftime(EXPIRY_FORMAT).to_string()
 }
 
 fn left(now: Timestamp, expires: Timestamp) -> Duration {
@@ -128,7 +135,7 @@ fn usable_key(secret: &Secret, now: Timestamp) -> Option<(ApiKeyStatus, Option<D
     if expires.is_some_and(|e| e <= now) {
         return None;
     }
-    let record = ApiKeyRecord::of(raw, expires.map(|t| t.to_string()))?;
+    let record = ApiKeyRecord::of(raw, expires.map(expiry_text))?;
     Some((
         public_part(&secret.name_any(), record),
         expires.map(|e| left(now, e)),
@@ -156,7 +163,7 @@ fn key_secret(
     let mut annotations =
         BTreeMap::from([("mcc.dev/username".to_string(), grant.spec.username.clone())]);
     if let Some(e) = expires {
-        annotations.insert(EXPIRES_ANNOTATION.into(), e.to_string());
+        annotations.insert(EXPIRES_ANNOTATION.into(), expiry_text(e));
     }
     Ok(Secret {
         metadata: ObjectMeta {
@@ -195,6 +202,7 @@ mod tests {
         let (status, left_) = usable_key(&secret, now).unwrap();
         assert_eq!(status.prefix, prefix_of(&raw).unwrap());
         assert_eq!(left_, Some(Duration::from_secs(86_400)));
+        assert_eq!(status.expires_at.as_deref(), Some("2026-12-01T00:00:00Z"));
         assert!(usable_key(&secret, later).is_none(), "expired");
         let mut broken = secret.clone();
         broken.data = Some(BTreeMap::from([(
