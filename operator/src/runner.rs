@@ -59,13 +59,13 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: PublishSetting
     }
 }
 
-/// Default publish timing: debounce bursts, and look again every 10 s for deletes.
+/// Default publish timing: debounce bursts, and look again every 5 s for deletes.
 pub fn settings(namespace: &str, configmap: &str, debounce: Duration) -> PublishSettings {
     PublishSettings {
         namespace: namespace.to_string(),
         name: configmap.to_string(),
         debounce,
-        resync: Duration::from_secs(10),
+        resync: Duration::from_secs(5),
     }
 }
 

@@ -29,20 +29,34 @@ pub async fn reconcile(grant: Arc<UserGrant>, ctx: Arc<Context>) -> Result<Actio
     let wants_key = grant.spec.api_key.as_ref().is_some_and(|k| k.enabled);
     let previous = grant.status.clone().unwrap_or_default();
     let mut requeue = RESYNC;
+    // A key that cannot be issued (e.g. a foreign Secret in the way) is the user's to fix:
+    // it shows in the status and an Event; the grant itself is still served.
+    let mut key_problem = None;
     let api_key = if wants_key && matches!(verdict, Verdict::Ready { .. }) {
-        let issued =
-            apikey::ensure(&grant, &ctx.client, k8s_openapi::jiff::Timestamp::now()).await?;
-        if let Some(left) = issued.1 {
-            requeue = requeue.min(left + Duration::from_secs(1));
+        match apikey::ensure(&grant, &ctx.client, k8s_openapi::jiff::Timestamp::now()).await {
+            Ok((issued, left)) => {
+                if let Some(left) = left {
+                    requeue = requeue.min(left + Duration::from_secs(1));
+                }
+                Some(issued)
+            }
+            Err(Error::ApiKey { message, .. }) => {
+                key_problem = Some(format!("served without an API key: {message}"));
+                requeue = RETRY;
+                None
+            }
+            Err(e) => return Err(e),
         }
-        Some(issued.0)
     } else {
         if let Some(old) = &previous.api_key {
             apikey::revoke(&grant, &ctx.client, &old.secret_name).await?;
         }
         None
     };
-    let (ready, reason, message) = ready_reason(&verdict);
+    let (ready, reason, message) = match key_problem {
+        Some(problem) => (false, "ApiKeyNotIssued", problem),
+        None => ready_reason(&verdict),
+    };
     let status = UserGrantStatus {
         conditions: vec![ready_condition(
             ready,

@@ -269,11 +269,10 @@ async fn an_existing_key_is_kept_and_a_disabled_one_revoked() {
 }
 
 #[tokio::test]
-async fn a_foreign_secret_is_not_overwritten() {
+async fn a_foreign_secret_is_not_overwritten_and_the_status_says_so() {
     let g = TestGrant::new("g", "alice").api_key(None);
-    let (client, mut api) = ApiServerVerifier::new();
-    let ctx = context(client, &[], std::slice::from_ref(&g));
-    let server = tokio::spawn(async move {
+    let g2 = g.clone();
+    reconcile_grant(g, async move |mut api| {
         api.expect(
             "GET",
             SECRET,
@@ -281,12 +280,13 @@ async fn a_foreign_secret_is_not_overwritten() {
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "g-api-key", "namespace": "ns"}}),
         )
         .await;
+        let status = api.expect_with("PATCH", GRANT_STATUS, with_status(&g2)).await;
+        let (ready, reason, message) = ready(&status.body);
+        assert_eq!((ready, reason), ("False", "ApiKeyNotIssued"));
+        assert!(message.contains("is not owned by this grant"), "{message}");
+        let event = api.expect_echo("POST", EVENTS).await;
+        assert_eq!(event.body["reason"], "ApiKeyNotIssued");
         api.expect_nothing().await;
-    });
-    let err = grant::reconcile(Arc::new(g), ctx).await.unwrap_err();
-    assert!(
-        err.to_string().contains("is not owned by this grant"),
-        "{err}"
-    );
-    server.await.unwrap();
+    })
+    .await;
 }
