@@ -29,6 +29,51 @@ else
   echo "SKIP kubernetes-validate: not installed (set KUBERNETES_VALIDATE)"
 fi
 
+if "$PY" -c 'import yaml' 2>/dev/null; then
+  # The API server's structural-schema rules (the ones a generator can break): every
+  # node typed unless it preserves unknown fields or is int-or-string; no type,
+  # description, default or nullable inside anyOf/oneOf/allOf/not; CEL rules only on
+  # typed nodes (the API server cannot compile them on untyped ones).
+  "$PY" - <<'PY'
+import glob, sys, yaml
+problems = []
+def walk(node, path, in_junctor=False):
+    if not isinstance(node, dict):
+        return
+    if in_junctor:
+        for k in ("type", "description", "default", "nullable"):
+            if k in node:
+                problems.append(f"{path}: '{k}' inside anyOf/oneOf/allOf/not")
+    elif "type" not in node and not node.get("x-kubernetes-preserve-unknown-fields") \
+            and not node.get("x-kubernetes-int-or-string"):
+        problems.append(f"{path}: no type")
+    if "x-kubernetes-validations" in node and "type" not in node \
+            and not node.get("x-kubernetes-int-or-string"):
+        problems.append(f"{path}: CEL rules on an untyped node")
+    for k, v in (node.get("properties") or {}).items():
+        walk(v, f"{path}.{k}", in_junctor)
+    if isinstance(node.get("items"), dict):
+        walk(node["items"], f"{path}[]", in_junctor)
+    if isinstance(node.get("additionalProperties"), dict):
+        walk(node["additionalProperties"], f"{path}{{}}", in_junctor)
+    for j in ("anyOf", "oneOf", "allOf"):
+        for i, sub in enumerate(node.get(j) or []):
+            walk(sub, f"{path}/{j}[{i}]", True)
+    if isinstance(node.get("not"), dict):
+        walk(node["not"], f"{path}/not", True)
+for f in sorted(glob.glob("crds/*.yaml")):
+    crd = yaml.safe_load(open(f))
+    for v in crd["spec"]["versions"]:
+        walk(v["schema"]["openAPIV3Schema"], f"{f}:{v['name']}")
+for p in problems:
+    print("not structural:", p)
+print("structural schemas:", "FAIL" if problems else "ok")
+sys.exit(1 if problems else 0)
+PY
+else
+  echo "SKIP structural check: $PY lacks yaml"
+fi
+
 if "$PY" -c 'import jsonschema, yaml' 2>/dev/null; then
   "$PY" - <<'PY'
 import glob, sys, jsonschema, yaml
