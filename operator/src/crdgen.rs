@@ -71,6 +71,91 @@ mod tests {
     }
 }
 
+/// The API server's structural-schema rules that a generator can break.
+#[cfg(test)]
+mod structural_tests {
+    use kube::CustomResourceExt;
+    use mcc_catalog::crd::{Tool, UserGrant};
+    use serde_json::Value;
+
+    /// Every node typed unless it preserves unknown fields or is int-or-string; no type,
+    /// description, default or nullable inside anyOf/oneOf/allOf/not; CEL rules only on
+    /// typed nodes (the API server cannot compile them on untyped ones).
+    fn problems(node: &Value, path: &str, in_junctor: bool, out: &mut Vec<String>) {
+        let Some(map) = node.as_object() else { return };
+        let flag = |k: &str| map.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let typed = map.contains_key("type");
+        if in_junctor {
+            for k in ["type", "description", "default", "nullable"] {
+                if map.contains_key(k) {
+                    out.push(format!("{path}: '{k}' inside a junctor"));
+                }
+            }
+        } else if !typed
+            && !flag("x-kubernetes-preserve-unknown-fields")
+            && !flag("x-kubernetes-int-or-string")
+        {
+            out.push(format!("{path}: no type"));
+        }
+        if map.contains_key("x-kubernetes-validations")
+            && !typed
+            && !flag("x-kubernetes-int-or-string")
+        {
+            out.push(format!("{path}: CEL rules on an untyped node"));
+        }
+        if let Some(props) = map.get("properties").and_then(Value::as_object) {
+            for (k, v) in props {
+                problems(v, &format!("{path}.{k}"), in_junctor, out);
+            }
+        }
+        for (k, suffix) in [("items", "[]"), ("additionalProperties", "{}")] {
+            if let Some(sub) = map.get(k).filter(|v| v.is_object()) {
+                problems(sub, &format!("{path}{suffix}"), in_junctor, out);
+            }
+        }
+        for j in ["anyOf", "oneOf", "allOf"] {
+            for (i, sub) in map
+                .get(j)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                problems(sub, &format!("{path}/{j}[{i}]"), true, out);
+            }
+        }
+        if let Some(sub) = map.get("not") {
+            problems(sub, &format!("{path}/not"), true, out);
+        }
+    }
+
+    fn check<K: CustomResourceExt>() {
+        let crd = serde_json::to_value(K::crd()).unwrap();
+        let mut out = vec![];
+        problems(
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+            "",
+            false,
+            &mut out,
+        );
+        assert!(out.is_empty(), "{out:#?}");
+    }
+
+    #[test]
+    fn both_schemas_are_structural() {
+        check::<Tool>();
+        check::<UserGrant>();
+        let mut out = vec![];
+        let bad = serde_json::json!({"type": "object", "properties": {
+            "a": {"x-kubernetes-preserve-unknown-fields": true,
+                  "x-kubernetes-validations": [{"rule": "true"}]},
+            "b": {"oneOf": [{"type": "string"}]},
+            "c": {"description": "untyped"}}});
+        problems(&bad, "", false, &mut out);
+        assert_eq!(out.len(), 4, "{out:#?}");
+    }
+}
+
 /// The CEL rules in the CRDs, evaluated client-side by kube-cel (what the API server does
 /// at admission).
 #[cfg(test)]
