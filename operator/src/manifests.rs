@@ -112,6 +112,9 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
             }),
             None => None,
         };
+        if !opts.substitute_env {
+            out.warnings.extend(literal_references(tool));
+        }
         out.tools
             .push(tool_resource(tool, &opts.namespace, secret_name.as_deref()));
     }
@@ -122,6 +125,38 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
             .collect();
     }
     Ok(out)
+}
+
+/// Warnings for `$VAR` references left in env values and param overrides/defaults: MCC
+/// substitutes them when it loads a file, Kubernetes never does. (Commands are not
+/// checked: `$VAR` there is the shell's.)
+fn literal_references(tool: &Tool) -> Vec<Warning> {
+    let has_ref = |s: &str| mcc_catalog::load::substitute(s, &|_| Some(String::new())) != s;
+    let mut places: Vec<String> = tool
+        .env
+        .iter()
+        .filter(|(_, v)| has_ref(v))
+        .map(|(k, _)| format!("env {k}"))
+        .collect();
+    for p in &tool.params {
+        for (what, value) in [("override", &p.override_value), ("default", &p.default)] {
+            if let Some(serde_json::Value::String(v)) = value
+                && has_ref(v)
+            {
+                places.push(format!("param {} {what}", p.name));
+            }
+        }
+    }
+    places
+        .into_iter()
+        .map(|place| Warning {
+            path: PathBuf::from(&tool.source),
+            message: format!(
+                "{}: {place} holds a $VAR reference that Kubernetes will not substitute; use --substitute-env or a valueFrom reference",
+                tool.key
+            ),
+        })
+        .collect()
 }
 
 /// Parses tool files into catalog tools (no introspection), rejecting duplicate keys.

@@ -150,3 +150,24 @@ fn bad_input_names_the_file() {
     let err = convert(&opts).unwrap_err().to_string();
     assert!(err.contains("users.yaml"), "{err}");
 }
+
+#[test]
+fn literal_var_references_are_flagged_or_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("vars.yaml");
+    std::fs::write(
+        &file,
+        "tools:\n  - name: x\n    exec: echo $HOME\n    env: {TOKEN: $MCC_TEST_UNSET_TOKEN}\n    params:\n      - {name: key, override: '${MCC_TEST_UNSET_KEY}'}\n",
+    )
+    .unwrap();
+    let mut opts = options();
+    opts.tool_files = vec![file.display().to_string()];
+    opts.users_file = None;
+    let converted = convert(&opts).unwrap();
+    let messages: Vec<String> = converted.warnings.iter().map(|w| w.to_string()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("env TOKEN"), "{messages:?}");
+    assert!(messages[1].contains("param key override"), "{messages:?}");
+    // The command's `$HOME` belongs to the shell: not flagged, and kept as written.
+    assert_eq!(converted.tools[0].spec.exec.as_deref(), Some("echo $HOME"));
+}
