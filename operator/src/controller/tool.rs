@@ -9,7 +9,8 @@ use kube::runtime::controller::Action;
 use mcc_catalog::crd::{Tool, ToolStatus};
 
 use super::{Context, RESYNC, RETRY};
-use crate::assemble::{ToolVerdict, assemble, object_key};
+use crate::assemble::{ToolVerdict, Verdict, assemble, object_key};
+use crate::convert::Invalid;
 use crate::status::{apply_status, ready_condition, ready_reason, ready_state};
 use crate::{Error, Result};
 
@@ -61,10 +62,16 @@ fn verdict_of(tool: &Arc<Tool>, ctx: &Context) -> ToolVerdict {
     // The store may lag the trigger by an event; use the object we were given.
     all.retain(|t| object_key(t.metadata.namespace.as_deref(), t.metadata.name.as_deref()) != id);
     all.push(tool.clone());
-    assemble(&all, &[])
-        .tools
-        .remove(&id)
-        .expect("assemble returns a verdict for every tool")
+    let mut verdicts = assemble(&all, &[]).tools;
+    // `assemble` gives every tool a verdict; the fallback only keeps this free of panics.
+    verdicts.remove(&id).unwrap_or_else(|| ToolVerdict {
+        key: None,
+        kind: None,
+        verdict: Verdict::Invalid(Invalid {
+            field: "metadata".into(),
+            message: "the object has no namespace/name".into(),
+        }),
+    })
 }
 
 /// Reconciles one Tool.
