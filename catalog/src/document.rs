@@ -80,6 +80,11 @@ pub struct CatalogTool {
     /// in by introspection when it loads the document.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub introspect: bool,
+    /// The Tool gave no `name`: introspection replaces the provisional name (the fn path's
+    /// last segment) with the callable's `__name__` and recomputes the key, as MCC does
+    /// ([`crate::introspect::Pending::name_from_callable`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub name_from_callable: bool,
 }
 
 /// A whole Secret or ConfigMap as environment.
@@ -334,6 +339,7 @@ mod tests {
             env_value_from: vec![],
             runtime: Runtime::Local,
             introspect: false,
+            name_from_callable: false,
         }
     }
 

@@ -1,8 +1,15 @@
 //! Filling in fn tools from their Python source: name, docstring, params and return type,
 //! read by the stdlib-only runner ([`PYRUNNER`]) in one interpreter run per batch of tools
-//! sharing (interpreter, cwd, env_file, env). Declared params are never overwritten.
+//! sharing (interpreter, cwd, env_file, env, env_passthrough). Declared params are never
+//! overwritten.
+//!
+//! Unlike MCC, which introspects with `env_passthrough: false`, the interpreter gets the
+//! same environment as at execution time: the seeds promise "the same environment is used
+//! at load-time introspection and at call time", and an allowlisted variable an import
+//! relies on (`env_passthrough: ["VIRTUAL_ENV"]`) must be there when the module is read.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -11,6 +18,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::env::{build_env, parse_dotenv, prepend_pythonpath};
+use crate::key::tool_key;
+use crate::spec::check_name;
 use crate::tool::{Param, ParamType, Tool, ToolKind};
 
 /// The runner script, shipped inside this crate and passed to the interpreter with `-c`.
@@ -19,37 +28,51 @@ pub const PYRUNNER: &str = include_str!("pyrunner.py");
 /// The interpreter used when a tool does not name one.
 pub const DEFAULT_PYTHON: &str = "python3";
 
-/// Why introspection failed, naming the file and callable.
+/// Why introspection failed. `place` names the file and the tool (`a.yaml: tools[2]
+/// 'm:f'`); each message then names the field it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum IntrospectError {
-    #[error("{source_file}: Python interpreter not found: {python}")]
-    NoInterpreter { source_file: String, python: String },
-    #[error("{source_file}: cannot read env_file {path}: {reason}")]
+    #[error("{place}: python: Python interpreter not found: {python}")]
+    NoInterpreter { place: String, python: String },
+    #[error("{place}: env_file: cannot read {path}: {reason}")]
     EnvFile {
-        source_file: String,
+        place: String,
         path: PathBuf,
         reason: String,
     },
-    #[error("{source_file}: cwd {path} is not a directory")]
-    Cwd { source_file: String, path: PathBuf },
-    #[error("Introspection subprocess failed for {source_file}:\n{stderr}")]
-    Subprocess { source_file: String, stderr: String },
-    #[error("Failed to load tool '{func}' from {source_file}: {error}")]
+    #[error("{place}: cwd: {path} is not a directory")]
+    Cwd { place: String, path: PathBuf },
+    #[error("{place}: fn: Introspection subprocess failed:\n{stderr}")]
+    Subprocess { place: String, stderr: String },
+    #[error("{place}: fn: Failed to load tool '{func}': {error}")]
     Import {
+        place: String,
         func: String,
-        source_file: String,
         error: String,
     },
-    #[error("{source_file}: Unable to parse JSON output of the introspection runner: {reason}")]
-    Output { source_file: String, reason: String },
+    #[error("{place}: name: the callable's __name__ is not a usable tool name: {reason}")]
+    Name { place: String, reason: String },
+    #[error("{place}: fn: Unable to parse JSON output of the introspection runner: {reason}")]
+    Output { place: String, reason: String },
+}
+
+/// One tool waiting for introspection: its index in the slice given to
+/// [`Introspector::fill`], and whether its name comes from the callable's `__name__`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pending {
+    pub index: usize,
+    pub name_from_callable: bool,
 }
 
 /// Runs introspection batches: the deployment's env floor and the gateway's environment
 /// decide what the interpreter sees, exactly as at execution time.
 #[derive(Debug, Clone)]
 pub struct Introspector {
+    /// Names of the env floor (the deployment's `env_floor`).
     pub floor: Vec<String>,
+    /// The gateway's environment: the source of the floor and of `env_passthrough`.
     pub parent_env: Vec<(String, String)>,
+    /// How long one interpreter run may take before its process group is killed.
     pub timeout: Duration,
 }
 
@@ -71,6 +94,8 @@ struct Report {
     #[serde(rename = "fn")]
     func: String,
     ok: bool,
+    #[serde(default)]
+    name: String,
     #[serde(default)]
     doc: String,
     #[serde(default)]
@@ -107,7 +132,9 @@ pub fn runner_args<'a>(mode: &'a str, paths: impl IntoIterator<Item = &'a str>) 
 }
 
 impl Introspector {
-    /// The environment an fn tool's interpreter runs with (no session context).
+    /// The environment an fn tool's interpreter runs with (no session context): the same
+    /// floor → `env_passthrough` → `env_file` → `env` layering as at execution time, with
+    /// the tool's cwd first on `PYTHONPATH`.
     pub fn process_env(
         &self,
         tool: &Tool,
@@ -117,7 +144,7 @@ impl Introspector {
             None => vec![],
             Some(path) => {
                 let err = |reason: String| IntrospectError::EnvFile {
-                    source_file: tool.source.clone(),
+                    place: tool.source.clone(),
                     path: path.clone(),
                     reason,
                 };
@@ -135,23 +162,30 @@ impl Introspector {
         Ok(env)
     }
 
-    /// Introspects the tools at `indices` and fills in what their entries left out.
-    pub fn fill(&self, tools: &mut [Tool], indices: &[usize]) -> Result<(), IntrospectError> {
-        let mut batches: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for &i in indices {
-            let t = &tools[i];
+    /// Introspects the `pending` tools and fills in what their entries left out: params
+    /// (only when none are declared), return type, description (from the docstring) and,
+    /// where the entry gave no name, the name (from `__name__`, key recomputed). One
+    /// interpreter run per batch of tools sharing interpreter, cwd, env_file, env and
+    /// env_passthrough, i.e. the same process environment.
+    pub fn fill(&self, tools: &mut [Tool], pending: &[Pending]) -> Result<(), IntrospectError> {
+        let mut batches: BTreeMap<String, Vec<Pending>> = BTreeMap::new();
+        for p in pending {
+            let t = &tools[p.index];
             let ToolKind::Fn { python, .. } = &t.kind else {
                 continue;
             };
-            let batch =
-                serde_json::to_string(&(python, &t.cwd, &t.env_file, &t.env, &t.env_passthrough))
-                    .unwrap_or_default();
-            batches.entry(batch).or_default().push(i);
+            // Everything that shapes the interpreter's process environment.
+            let batch = format!(
+                "{:?}",
+                (python, &t.cwd, &t.env_file, &t.env, &t.env_passthrough)
+            );
+            batches.entry(batch).or_default().push(*p);
         }
         for members in batches.values() {
-            let reports = self.run_batch(tools, members)?;
-            for (&i, report) in members.iter().zip(reports) {
-                apply(&mut tools[i], report)?;
+            let indices: Vec<usize> = members.iter().map(|p| p.index).collect();
+            let reports = self.run_batch(tools, &indices)?;
+            for (p, report) in members.iter().zip(reports) {
+                apply(&mut tools[p.index], report, p.name_from_callable)?;
             }
         }
         Ok(())
@@ -159,7 +193,7 @@ impl Introspector {
 
     fn run_batch(&self, tools: &[Tool], members: &[usize]) -> Result<Vec<Report>, IntrospectError> {
         let first = &tools[members[0]];
-        let source_file = first.source.clone();
+        let place = first.source.clone();
         let ToolKind::Fn { python, .. } = &first.kind else {
             unreachable!("batches hold fn tools only")
         };
@@ -169,17 +203,14 @@ impl Introspector {
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         };
         if !cwd.is_dir() {
-            return Err(IntrospectError::Cwd {
-                source_file,
-                path: cwd,
-            });
+            return Err(IntrospectError::Cwd { place, path: cwd });
         }
         let cwd = cwd.canonicalize().unwrap_or(cwd);
         let env = self.process_env(first, &cwd)?;
         let interpreter =
             find_python(python, env.get("PATH").map(String::as_str)).ok_or_else(|| {
                 IntrospectError::NoInterpreter {
-                    source_file: source_file.clone(),
+                    place: place.clone(),
                     python: python.to_string(),
                 }
             })?;
@@ -199,50 +230,48 @@ impl Introspector {
             self.timeout,
         )
         .map_err(|stderr| IntrospectError::Subprocess {
-            source_file: source_file.clone(),
+            place: place.clone(),
             stderr,
         })?;
         let reports: Vec<Report> =
             serde_json::from_slice(&output).map_err(|e| IntrospectError::Output {
-                source_file: source_file.clone(),
+                place: place.clone(),
                 reason: e.to_string(),
             })?;
         if reports.len() != members.len() {
             return Err(IntrospectError::Output {
-                source_file,
-                reason: "report count does not match".into(),
+                place,
+                reason: format!("{} reports for {} callables", reports.len(), members.len()),
             });
         }
         Ok(reports)
     }
 }
 
-/// Runs a command to completion within `timeout`, returning stdout or a reason.
+/// Runs a command in its own process group to completion within `timeout`, returning
+/// stdout, or stderr (or a reason) on failure. On timeout the whole group is killed, so
+/// a module that starts processes on import cannot leave them behind.
 fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Vec<u8>, String> {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot start the interpreter: {e}"))?;
+    // Each pipe gets its own reader: a module printing a lot on import (sent to stderr by
+    // the runner) must not block while stdout is being read.
+    let stdout = read_in_thread(child.stdout.take());
+    let stderr = read_in_thread(child.stderr.take());
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
     std::thread::spawn(move || {
-        use std::io::Read;
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut out);
-        }
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut err);
-        }
-        let _ = tx.send((out, err));
+        let _ = tx.send((stdout.join(), stderr.join()));
     });
     match rx.recv_timeout(timeout) {
         Ok((out, err)) => {
             let status = child.wait().map_err(|e| e.to_string())?;
+            let out = out.unwrap_or_default();
+            let err = err.unwrap_or_default();
             if status.success() {
                 Ok(out)
             } else {
@@ -250,21 +279,61 @@ fn run_with_timeout(cmd: &mut Command, timeout: Duration) -> Result<Vec<u8>, Str
             }
         }
         Err(_) => {
+            kill_group(child.id());
             let _ = child.kill();
             let _ = child.wait();
-            Err(format!("timed out after {}s", timeout.as_secs()))
+            Err(format!("timed out after {}s", timeout.as_secs_f64()))
         }
     }
 }
 
-fn apply(tool: &mut Tool, report: Report) -> Result<(), IntrospectError> {
+fn read_in_thread(
+    pipe: Option<impl std::io::Read + Send + 'static>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut buf);
+        }
+        buf
+    })
+}
+
+/// SIGKILL to the process group led by `pid` (the child was started with
+/// `process_group(0)`, so its pid is the group id).
+fn kill_group(pid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) takes plain integers; a negative pid addresses the process group we
+    // created, and a stale group only yields ESRCH.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+fn apply(tool: &mut Tool, report: Report, name_from_callable: bool) -> Result<(), IntrospectError> {
     if !report.ok {
-        let error = report.error.lines().last().unwrap_or("").to_string();
+        let error = report
+            .error
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string();
         return Err(IntrospectError::Import {
+            place: tool.source.clone(),
             func: report.func,
-            source_file: tool.source.clone(),
             error,
         });
+    }
+    if name_from_callable && !report.name.is_empty() && report.name != tool.name {
+        check_name(&report.name).map_err(|reason| IntrospectError::Name {
+            place: tool.source.clone(),
+            reason,
+        })?;
+        tool.name = report.name;
+        tool.key = tool_key(&tool.groups, &tool.name);
     }
     if tool.params.is_empty() && !report.params.is_empty() {
         tool.params = report

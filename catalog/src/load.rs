@@ -1,10 +1,16 @@
 //! The MCC YAML loader: files, directories and globs of tool files into one catalog.
 //!
-//! Per file: YAML parsed (anchors and `<<` merge keys included), `$VAR`/`${VAR}`
-//! substituted in every string value from the process environment (unset variables stay
-//! literal, as MCC's EnvYAML leaves them), file-level `groups`/`env`/`env_file` cascaded
-//! into each entry, entries built by [`crate::spec`]. Across files: fn tools introspected
-//! in batches, duplicate keys rejected naming both places.
+//! Per file: YAML parsed (anchors and `<<` merge keys included); then `$VAR`/`${VAR}`
+//! substituted in every string value from the process environment ([`substitute`]: unset
+//! variables stay literal, `$$` is a `$`); file-level `groups`/`env`/`env_file` cascaded
+//! into each entry; entries built by [`crate::spec`]. Across files: fn tools introspected
+//! in batches ([`crate::introspect`]), duplicate keys rejected naming both places.
+//!
+//! MCC (EnvYAML) substitutes the raw file text before parsing; we substitute parsed
+//! string values, so a value can never break the YAML or change type, keys and comments
+//! are never touched, and `${NAME|default}` is not a form we know (it stays literal).
+//! Like MCC, a `$HOME` in an exec command is expanded at load time when the gateway's
+//! environment has `HOME`; write `$$HOME` for the shell to see `$HOME`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::introspect::{self, Introspector};
+use crate::introspect::{self, Introspector, Pending};
 use crate::key::union_groups;
-use crate::spec::{build_tool, parse_entry, unknown_keys};
+use crate::spec::{BuiltTool, build_tool, parse_entry, strip_unknown_param_keys, unknown_keys};
 use crate::tool::Tool;
 
 /// Why a catalog could not be loaded. Every variant names the file; entry errors name the
@@ -41,8 +47,10 @@ pub enum LoadError {
         field: String,
         message: String,
     },
+    /// MCC's message (groups as a Python list), then the key and both places.
     #[error(
-        "Duplicate tool {name} in groups {groups:?}: key '{key}' is defined in {first} and in {second}"
+        "Duplicate tool {name} in groups {groups}: key '{key}' is defined twice, in {first} and in {second}",
+        groups = crate::pyfmt::repr(&serde_json::Value::from(.groups.clone()))
     )]
     Duplicate {
         key: String,
@@ -154,11 +162,14 @@ pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, L
             })?;
             let file = parse_file(&path, &text, &|name| vars.get(name).cloned())?;
             loaded.warnings.extend(file.warnings);
-            for (tool, needs) in file.tools {
-                if needs {
-                    pending.push(loaded.tools.len());
+            for built in file.tools {
+                if built.needs_introspection {
+                    pending.push(Pending {
+                        index: loaded.tools.len(),
+                        name_from_callable: built.name_from_callable,
+                    });
                 }
-                loaded.tools.push(tool);
+                loaded.tools.push(built.tool);
             }
         }
     }
@@ -167,10 +178,11 @@ pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, L
     Ok(loaded)
 }
 
-/// One parsed file: its tools (with whether each still needs introspection) and warnings.
+/// One parsed file: its tools (with what introspection still has to fill in) and warnings.
+/// Each tool's `source` is `<file>: tools[<index>] '<name or fn>'`.
 #[derive(Debug, Default)]
 pub struct ParsedFile {
-    pub tools: Vec<(Tool, bool)>,
+    pub tools: Vec<BuiltTool>,
     pub warnings: Vec<Warning>,
 }
 
@@ -180,84 +192,139 @@ pub fn parse_file(
     text: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, LoadError> {
-    let mut doc: Value = serde_saphyr::from_str(text).map_err(|e| LoadError::Yaml {
-        path: path.into(),
-        message: e.to_string(),
-    })?;
+    let mut doc: Value =
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
+            let message = e.to_string();
+            LoadError::Yaml {
+                path: path.into(),
+                // serde-saphyr starts with its own `error: `; ours says it already.
+                message: message
+                    .strip_prefix("error: ")
+                    .unwrap_or(&message)
+                    .to_string(),
+            }
+        })?;
     substitute_values(&mut doc, lookup);
     let mut out = ParsedFile::default();
-    let file_err = |field: &str, message: &str| LoadError::File {
-        path: path.into(),
-        field: field.into(),
-        message: message.into(),
-    };
-    let Some(top) = doc.as_object() else {
-        if doc.is_null() {
-            out.warnings.push(skip_warning(path));
-            return Ok(out);
-        }
-        return Err(file_err("(file)", "expected a mapping with a 'tools' list"));
-    };
-    let Some(entries) = top.get("tools") else {
+    // As in MCC, a document that is not a mapping (empty, a list, a scalar) has no
+    // `tools` key and is skipped with a warning: other YAML may share a directory.
+    let Some((top, entries)) = doc.as_object().and_then(|t| Some((t, t.get("tools")?))) else {
         out.warnings.push(skip_warning(path));
         return Ok(out);
     };
     let entries = entries
         .as_array()
-        .ok_or_else(|| file_err("tools", "expected a list of tool entries"))?;
-    let groups = string_list(top.get("groups"))
-        .ok_or_else(|| file_err("groups", "expected a list of group names"))?;
-    let env = top.get("env").map(|v| {
-        v.as_object()
-            .cloned()
-            .ok_or_else(|| file_err("env", "expected a mapping"))
-    });
-    let env = env.transpose()?.unwrap_or_default();
-    let env_file = match top.get("env_file") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(file_err("env_file", "expected a path")),
-    };
-    for key in top.keys().filter(|k| {
-        !["tools", "groups", "env", "env_file"].contains(&k.as_str()) && !k.starts_with("x-")
-    }) {
+        .ok_or_else(|| file_error(path, "tools", "expected a list of tool entries"))?;
+    let defaults = file_defaults(path, top)?;
+    for key in top
+        .keys()
+        .filter(|k| !FILE_KEYS.contains(&k.as_str()) && !k.starts_with("x-"))
+    {
         out.warnings.push(Warning {
             path: path.into(),
             message: format!("unknown file-level key '{key}' ignored"),
         });
     }
-    let source = path.display().to_string();
     for (index, raw) in entries.iter().enumerate() {
-        let name = raw
-            .get("name")
-            .and_then(Value::as_str)
-            .or_else(|| raw.get("fn").and_then(Value::as_str));
-        let tool_ref = ToolRef {
-            index,
-            name: name.map(str::to_string),
-        };
-        let entry_err = |field: String, message: String| LoadError::Entry {
-            path: path.into(),
-            tool: tool_ref.clone(),
-            field,
-            message,
-        };
-        let Some(map) = raw.as_object() else {
-            return Err(entry_err("(entry)".into(), "expected a mapping".into()));
-        };
-        for key in unknown_keys(map) {
-            out.warnings.push(Warning {
-                path: path.into(),
-                message: format!("{tool_ref}: unknown key '{key}' ignored"),
-            });
-        }
-        let merged =
-            cascade(map, &groups, &env, env_file.as_deref()).map_err(|(f, m)| entry_err(f, m))?;
-        let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
-        let built = build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))?;
+        let built = parse_entry_at(path, index, raw, &defaults, &mut out.warnings)?;
         out.tools.push(built);
     }
     Ok(out)
+}
+
+/// The keys a tool file may have at the top (besides `x-*`).
+const FILE_KEYS: [&str; 4] = ["tools", "groups", "env", "env_file"];
+
+/// What a file gives every entry: `groups`, `env`, `env_file`.
+struct FileDefaults {
+    groups: Vec<String>,
+    env: Map<String, Value>,
+    env_file: Option<String>,
+}
+
+fn file_error(path: &Path, field: &str, message: &str) -> LoadError {
+    LoadError::File {
+        path: path.into(),
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+fn file_defaults(path: &Path, top: &Map<String, Value>) -> Result<FileDefaults, LoadError> {
+    let groups = string_list(top.get("groups"))
+        .ok_or_else(|| file_error(path, "groups", "expected a list of group names"))?;
+    let env = match top.get("env") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(env)) => env.clone(),
+        Some(_) => return Err(file_error(path, "env", "expected a mapping")),
+    };
+    let env_file = match top.get("env_file") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(file_error(path, "env_file", "expected a path")),
+    };
+    Ok(FileDefaults {
+        groups,
+        env,
+        env_file,
+    })
+}
+
+/// Builds entry `index` of the file's `tools:` with the file's defaults cascaded in;
+/// unknown keys become warnings.
+fn parse_entry_at(
+    path: &Path,
+    index: usize,
+    raw: &Value,
+    defaults: &FileDefaults,
+    warnings: &mut Vec<Warning>,
+) -> Result<BuiltTool, LoadError> {
+    let name = raw
+        .get("name")
+        .and_then(Value::as_str)
+        .or_else(|| raw.get("fn").and_then(Value::as_str));
+    let tool_ref = ToolRef {
+        index,
+        name: name.map(str::to_string),
+    };
+    let entry_err = |field: String, message: String| LoadError::Entry {
+        path: path.into(),
+        tool: tool_ref.clone(),
+        field,
+        message,
+    };
+    let mut warn = |message: String| {
+        warnings.push(Warning {
+            path: path.into(),
+            message,
+        })
+    };
+    let Some(map) = raw.as_object() else {
+        return Err(entry_err("(entry)".into(), "expected a mapping".into()));
+    };
+    for key in unknown_keys(map) {
+        warn(format!("{tool_ref}: unknown key '{key}' ignored"));
+    }
+    let mut merged = cascade(map, defaults).map_err(|(f, m)| entry_err(f, m))?;
+    for (i, key) in strip_unknown_param_keys(&mut merged) {
+        warn(format!(
+            "{tool_ref}: params[{i}]: unknown key '{key}' ignored"
+        ));
+    }
+    let spec = parse_entry(Value::Object(merged)).map_err(|e| entry_err(e.field, e.message))?;
+    let source = format!("{}: {tool_ref}", path.display());
+    build_tool(spec, &source).map_err(|e| entry_err(e.field, e.message))
+}
+
+/// YAML 1.2 booleans only (`true`/`false`): serde-saphyr's YAML 1.1 mode would read `y`
+/// and `n` as booleans, which PyYAML does not (`name: n` must stay a name). PyYAML's other
+/// words (`yes`, `off`, ...) are accepted where a boolean is expected, see
+/// [`crate::spec::yaml11_bool`]. Duplicate mapping keys are an error (PyYAML keeps the
+/// last one silently). Anchors, aliases and `<<` merges are expanded, within
+/// serde-saphyr's default budget against alias bombs.
+fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! { strict_booleans: true }
 }
 
 fn skip_warning(path: &Path) -> Warning {
@@ -279,12 +346,10 @@ fn string_list(v: Option<&Value>) -> Option<Vec<String>> {
 }
 
 /// File-level defaults under an entry: groups unioned (file first), env merged (entry
-/// wins), env_file used when the entry has none.
+/// wins), env_file used when the entry has none (or an empty one).
 fn cascade(
     entry: &Map<String, Value>,
-    groups: &[String],
-    env: &Map<String, Value>,
-    env_file: Option<&str>,
+    defaults: &FileDefaults,
 ) -> Result<Map<String, Value>, (String, String)> {
     let mut merged = entry.clone();
     merged.retain(|k, _| !k.starts_with("x-"));
@@ -292,9 +357,12 @@ fn cascade(
         "groups".to_string(),
         "expected a list of group names".to_string(),
     ))?;
-    merged.insert("groups".into(), Value::from(union_groups(groups, &own)));
-    if !env.is_empty() {
-        let mut all = env.clone();
+    merged.insert(
+        "groups".into(),
+        Value::from(union_groups(&defaults.groups, &own)),
+    );
+    if !defaults.env.is_empty() {
+        let mut all = defaults.env.clone();
         match entry.get("env") {
             None | Some(Value::Null) => {}
             Some(Value::Object(own)) => all.extend(own.clone()),
@@ -302,15 +370,20 @@ fn cascade(
         }
         merged.insert("env".into(), Value::Object(all));
     }
-    if let Some(file) = env_file
-        && matches!(entry.get("env_file"), None | Some(Value::Null))
+    let entry_has_env_file = match entry.get("env_file") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    };
+    if let Some(file) = &defaults.env_file
+        && !entry_has_env_file
     {
-        merged.insert("env_file".into(), Value::from(file));
+        merged.insert("env_file".into(), Value::from(file.as_str()));
     }
     Ok(merged)
 }
 
-/// Replaces `$VAR` and `${VAR}` in every string of `v`; unknown names stay as written.
+/// Replaces `$VAR` and `${VAR}` in every string value of `v` (keys are left alone).
 fn substitute_values(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) {
     match v {
         Value::String(s) if s.contains('$') => *s = substitute(s, lookup),
@@ -320,37 +393,49 @@ fn substitute_values(v: &mut Value, lookup: &dyn Fn(&str) -> Option<String>) {
     }
 }
 
-/// `$NAME` / `${NAME}` substitution on one string (NAME = `[A-Za-z_][A-Za-z0-9_]*`).
+/// Load-time substitution on one string: `$NAME` and `${NAME}` (NAME =
+/// `[A-Za-z_][A-Za-z0-9_]*`) become the variable's value; an unset variable, or any other
+/// `$` form (`${A-B}`, `${X|default}`, `$1`), is left as written; `$$` is a literal `$`.
 pub fn substitute(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let after = &rest[at + 1..];
-        let (name, consumed) = if let Some(inner) = after.strip_prefix('{') {
-            match inner.find('}') {
+        if let Some(escaped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = escaped;
+            continue;
+        }
+        // The reference is the text after `$` that names the variable: `NAME` or `{NAME}`.
+        let (name, reference_len) = match after.strip_prefix('{') {
+            Some(inner) => match inner.find('}') {
                 Some(end) if is_var_name(&inner[..end]) => (&inner[..end], end + 2),
                 _ => ("", 0),
-            }
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            if is_var_name(&after[..end]) {
-                (&after[..end], end)
-            } else {
-                ("", 0)
+            },
+            None => {
+                let end = after
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(after.len());
+                if is_var_name(&after[..end]) {
+                    (&after[..end], end)
+                } else {
+                    ("", 0)
+                }
             }
         };
-        match (consumed, lookup(name)) {
-            (0, _) | (_, None) => {
-                let keep = if consumed == 0 { 1 } else { consumed + 1 };
-                out.push_str(&rest[at..at + keep]);
-                rest = &rest[at + keep..];
+        match (reference_len, lookup(name)) {
+            (0, _) => {
+                out.push('$');
+                rest = after;
+            }
+            (_, None) => {
+                out.push_str(&rest[at..at + 1 + reference_len]);
+                rest = &after[reference_len..];
             }
             (_, Some(value)) => {
                 out.push_str(&value);
-                rest = &after[consumed..];
+                rest = &after[reference_len..];
             }
         }
     }
@@ -365,7 +450,7 @@ fn is_var_name(s: &str) -> bool {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Rejects two tools with one key, naming both places.
+/// Rejects two tools with one key, naming both places (each tool's `source`).
 pub fn check_duplicates(tools: &[Tool]) -> Result<(), LoadError> {
     let mut seen: BTreeMap<&str, &Tool> = BTreeMap::new();
     for tool in tools {

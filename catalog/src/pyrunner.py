@@ -5,8 +5,9 @@
                                                      JSON [result, context_or_null]
 
 A callable is `module:attr[.attr]` or `module.attr`. Anything the tool's code prints (on
-import or while running) goes to stderr: fd 1 is pointed at fd 2 and the result is written
-to a private duplicate of the original stdout, so it can never corrupt the JSON.
+import or while running, through print() or straight to fd 1) goes to stderr: fd 1 is
+pointed at fd 2 and the result is written to a private duplicate of the original stdout,
+so it can never corrupt the JSON.
 """
 import asyncio
 import importlib
@@ -15,9 +16,14 @@ import json
 import os
 import sys
 import traceback
+import types
 import typing
 
 TYPES = {str: "str", int: "int", float: "float", bool: "bool", list: "list", dict: "dict"}
+TYPE_NAMES = {"str": "str", "int": "int", "float": "float", "bool": "bool",
+              "list": "list", "dict": "dict", "List": "list", "Dict": "dict"}
+UNION_TYPES = tuple(t for t in (typing.Union, getattr(types, "UnionType", None)) if t)
+USAGE = "usage: pyrunner.py <introspect|exec> <fn_path> [fn_path ...]\n"
 
 
 def protect_stdout():
@@ -33,8 +39,8 @@ def resolve(path):
         module_name, attrs = path.split(":", 1)
     else:
         module_name, _, attrs = path.rpartition(".")
-        if not module_name:
-            raise ImportError("'%s' is not a 'module:attr' or 'module.attr' path" % path)
+    if not module_name or not attrs:
+        raise ImportError("Invalid fn path '%s': use 'module:attr.attr' or 'module.attr'" % path)
     obj = importlib.import_module(module_name)
     for attr in attrs.split("."):
         obj = getattr(obj, attr)
@@ -43,12 +49,26 @@ def resolve(path):
     return obj
 
 
+def unwrap_optional(annotation):
+    """`Optional[X]` and `X | None` are X: the None only says the param may be left out."""
+    if typing.get_origin(annotation) in UNION_TYPES:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
 def type_name(annotation):
+    """One of the six param types; anything else (or no annotation) is `str`, as in MCC."""
     if annotation is inspect.Parameter.empty:
         return "str"
+    annotation = unwrap_optional(annotation)
     if isinstance(annotation, str):
-        base = annotation.split("[", 1)[0].strip()
-        return {"List": "list", "Dict": "dict"}.get(base, base if base in TYPES.values() else "str")
+        text = annotation.strip()
+        if text.startswith("Optional[") and text.endswith("]"):
+            text = text[len("Optional["):-1]
+        text = text.replace("typing.", "").split("|")[0].strip()
+        return TYPE_NAMES.get(text.split("[", 1)[0].strip(), "str")
     origin = typing.get_origin(annotation) or annotation
     return TYPES.get(origin, "str")
 
@@ -71,24 +91,34 @@ def jsonable(value):
         return str(value)
 
 
+def type_hints(fn):
+    """Annotations with string forms (`from __future__ import annotations`) resolved."""
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return {}
+
+
 def describe(path):
     fn = resolve(path)
     sig = inspect.signature(fn)
+    hints = type_hints(fn)
     params = []
     for p in sig.parameters.values():
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        entry = {"name": p.name, "type": type_name(p.annotation), "required": p.default is p.empty}
+        annotation = hints.get(p.name, p.annotation)
+        entry = {"name": p.name, "type": type_name(annotation), "required": p.default is p.empty}
         if p.default is not p.empty:
             entry["default"] = jsonable(p.default)
         params.append(entry)
     return {
         "fn": path,
         "ok": True,
-        "name": getattr(fn, "__name__", path.replace(":", ".").rsplit(".", 1)[-1]),
+        "name": getattr(fn, "__name__", None) or path.replace(":", ".").rsplit(".", 1)[-1],
         "doc": inspect.getdoc(fn) or "",
         "params": params,
-        "return_type": return_name(sig.return_annotation),
+        "return_type": return_name(hints.get("return", sig.return_annotation)),
     }
 
 
@@ -107,12 +137,20 @@ def introspect(paths, out):
     json.dump(reports, out)
 
 
+def session_context():
+    try:
+        context = json.loads(os.environ.get("MCC_CTX") or "{}")
+    except ValueError:
+        return {}
+    return context if isinstance(context, dict) else {}
+
+
 def execute(path, out):
     kwargs = json.loads(sys.stdin.read() or "{}")
     fn = resolve(path)
     context = None
     if "context" in inspect.signature(fn).parameters:
-        context = json.loads(os.environ.get("MCC_CTX") or "{}")
+        context = session_context()
         kwargs["context"] = context
     result = fn(**kwargs)
     if inspect.isawaitable(result):
@@ -125,15 +163,18 @@ async def _await(awaitable):
 
 
 def main():
-    out = protect_stdout()
+    if len(sys.argv) < 3:
+        sys.stderr.write(USAGE)
+        sys.exit(1)
     mode, paths = sys.argv[1], sys.argv[2:]
+    if mode not in ("introspect", "exec"):
+        sys.stderr.write("unknown mode: %r\n" % mode)
+        sys.exit(1)
+    out = protect_stdout()
     if mode == "introspect":
         introspect(paths, out)
-    elif mode == "exec":
-        execute(paths[0], out)
     else:
-        sys.stderr.write("unknown mode %r\n" % mode)
-        sys.exit(2)
+        execute(paths[0], out)
     out.flush()
 
 

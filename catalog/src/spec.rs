@@ -48,7 +48,7 @@ pub struct ToolEntry {
     pub description: Option<String>,
     pub example: Option<Scalar>,
     pub params: Option<Vec<ParamEntry>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml_bool")]
     pub stdin: bool,
     #[serde(default)]
     pub limits: Limits,
@@ -71,7 +71,7 @@ pub struct ParamEntry {
     pub name: String,
     #[serde(rename = "type")]
     pub ty: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yaml_bool")]
     pub required: bool,
     pub default: Option<Value>,
     pub description: Option<String>,
@@ -82,6 +82,38 @@ pub struct ParamEntry {
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(d).map(Some)
+}
+
+/// The YAML 1.1 boolean words PyYAML (and so MCC) reads as booleans besides
+/// `true`/`false`. The loader parses YAML 1.2 booleans only, so that `n` and `y` stay
+/// strings as in PyYAML; boolean fields and bool params accept these words.
+pub fn yaml11_bool(word: &str) -> Option<bool> {
+    match word {
+        "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+        "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+        _ => None,
+    }
+}
+
+/// A boolean field: `true`/`false` or one of PyYAML's words (`yes`, `off`, ...).
+fn yaml_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Bool(b) => Ok(b),
+        Value::String(s) if yaml11_bool(&s).is_some() => Ok(yaml11_bool(&s).unwrap_or_default()),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a boolean (true/false), got {other}"
+        ))),
+    }
+}
+
+/// A bool param's value written as a PyYAML boolean word becomes a boolean.
+fn bool_word(ty: ParamType, v: Option<Value>) -> Option<Value> {
+    match (ty, v) {
+        (ParamType::Bool, Some(Value::String(s))) if yaml11_bool(&s).is_some() => {
+            yaml11_bool(&s).map(Value::Bool)
+        }
+        (_, v) => v,
+    }
 }
 
 /// A scalar written where text is meant (`TIMEOUT: 30`).
@@ -138,6 +170,41 @@ pub fn parse_entry(value: Value) -> Result<ToolEntry, EntryError> {
     })
 }
 
+/// Keys a `params:` entry may carry.
+pub const PARAM_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "required",
+    "default",
+    "description",
+    "example",
+    "override",
+];
+
+/// Removes unknown keys from the entry's `params` mappings and returns them as
+/// `(param index, key)` for warnings (`x-*` keys go silently).
+pub fn strip_unknown_param_keys(entry: &mut Map<String, Value>) -> Vec<(usize, String)> {
+    let mut removed = Vec::new();
+    let Some(Value::Array(params)) = entry.get_mut("params") else {
+        return removed;
+    };
+    for (i, param) in params.iter_mut().enumerate() {
+        let Value::Object(map) = param else { continue };
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|k| !PARAM_KEYS.contains(&k.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            map.remove(&key);
+            if !key.starts_with("x-") {
+                removed.push((i, key));
+            }
+        }
+    }
+    removed
+}
+
 /// The unknown keys of an entry mapping (reported as warnings; `x-*` keys are silent).
 pub fn unknown_keys(entry: &Map<String, Value>) -> Vec<&str> {
     entry
@@ -164,9 +231,21 @@ pub fn curl_command(target: &str, stdin: bool) -> String {
     cmd
 }
 
-/// Turns an entry into a tool. fn tools whose params or return type are not declared
-/// come back with `needs_introspection` set; [`crate::introspect`] fills them in.
-pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryError> {
+/// A tool built from an entry, and what introspection still has to fill in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltTool {
+    pub tool: Tool,
+    /// An fn tool whose params or return type are not declared (MCC treats `params: []`
+    /// as undeclared): [`crate::introspect`] fills in what the entry left out.
+    pub needs_introspection: bool,
+    /// The entry gave no `name`: the name is the last segment of the fn path for now, and
+    /// introspection replaces it with the callable's `__name__` (and recomputes the key).
+    pub name_from_callable: bool,
+}
+
+/// Turns an entry into a tool. `source` names where the entry was written (file and
+/// tool), for later error messages.
+pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryError> {
     let kind = match (entry.func, entry.exec, entry.curl) {
         (Some(_), Some(_), Some(_)) | (None, Some(_), Some(_)) | (Some(_), None, Some(_)) => {
             return Err(err(
@@ -207,19 +286,13 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
             "'python' can only be used with 'fn', not 'exec'",
         ));
     }
+    let name_from_callable = entry.name.as_deref().is_none_or(|n| n.trim().is_empty());
     let name = match (&kind, entry.name) {
         (_, Some(n)) if !n.trim().is_empty() => n,
-        (ToolKind::Fn { path, .. }, _) => {
-            path.rsplit([':', '.']).next().unwrap_or(path).to_string()
-        }
+        (ToolKind::Fn { path, .. }, _) => path_name(path).to_string(),
         _ => return Err(err("name", "Exec tools must specify a 'name'")),
     };
-    if let Some(bad) = name.chars().find(|c| c.is_whitespace() || *c == '.') {
-        return Err(err(
-            "name",
-            format!("'{name}' must not contain {bad:?}: names are joined into keys with dots"),
-        ));
-    }
+    check_name(&name).map_err(|m| err("name", m))?;
     if let Some(command) = kind.command() {
         template::check(command).map_err(|e| {
             err(
@@ -254,6 +327,7 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
     }
     // MCC treats `params: []` like absent params on fn tools.
     let needs_introspection = kind.is_fn() && (params.is_empty() || entry.return_type.is_none());
+    let name_from_callable = name_from_callable && needs_introspection;
     let key = tool_key(&entry.groups, &name);
     if key.len() > MAX_KEY_LEN {
         return Err(err(
@@ -287,7 +361,31 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<(Tool, bool), EntryE
         return_type: entry.return_type,
         source: source.to_string(),
     };
-    Ok((tool, needs_introspection))
+    Ok(BuiltTool {
+        tool,
+        needs_introspection,
+        name_from_callable,
+    })
+}
+
+/// The name an fn tool gets from its path when neither the entry nor introspection gives
+/// one: the last `:`- or `.`-separated segment (`pkg.mod:Cls.method` → `method`).
+pub fn path_name(path: &str) -> &str {
+    path.rsplit([':', '.']).next().unwrap_or(path)
+}
+
+/// A tool name becomes the last segment of a dotted key: it must be non-empty and hold no
+/// dot or whitespace.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a tool name must not be empty".into());
+    }
+    match name.chars().find(|c| c.is_whitespace() || *c == '.') {
+        Some(bad) => Err(format!(
+            "'{name}' must not contain {bad:?}: names are joined into keys with dots"
+        )),
+        None => Ok(()),
+    }
 }
 
 fn build_param(p: ParamEntry) -> Result<Param, String> {
@@ -301,10 +399,10 @@ fn build_param(p: ParamEntry) -> Result<Param, String> {
         name: p.name,
         ty,
         required: p.required,
-        default: p.default,
+        default: bool_word(ty, p.default),
         description: p.description.unwrap_or_default(),
-        example: p.example,
-        override_value: p.override_value,
+        example: bool_word(ty, p.example),
+        override_value: bool_word(ty, p.override_value),
     })
 }
 
@@ -314,7 +412,7 @@ mod tests {
     use serde_json::json;
 
     fn build(v: Value) -> Result<(Tool, bool), EntryError> {
-        build_tool(parse_entry(v)?, "t.yaml")
+        build_tool(parse_entry(v)?, "t.yaml").map(|b| (b.tool, b.needs_introspection))
     }
 
     #[test]
@@ -357,6 +455,14 @@ mod tests {
         );
         let (t, _) = build(json!({"fn": "pkg.mod.func"})).unwrap();
         assert_eq!(t.name, "func");
+        let named = |v: Value| build_tool(parse_entry(v).unwrap(), "t.yaml").unwrap();
+        assert!(named(json!({"fn": "m:f"})).name_from_callable);
+        assert!(!named(json!({"fn": "m:f", "name": "g"})).name_from_callable);
+        let declared = json!({"fn": "m:f", "params": [{"name": "a"}], "return_type": "str"});
+        assert!(
+            !named(declared).name_from_callable,
+            "not introspected: the path's last segment stays the name"
+        );
         let (_, needs) =
             build(json!({"fn": "m:f", "params": [{"name": "a"}], "return_type": "str"})).unwrap();
         assert!(!needs);
@@ -424,5 +530,35 @@ mod tests {
                 .unwrap();
         assert_eq!(t.params[0].override_value, Some(Value::Null));
         assert_eq!(t.visible_params().count(), 0);
+    }
+
+    #[test]
+    fn names_and_boolean_words() {
+        assert!(check_name("responsible-get").is_ok());
+        assert!(check_name("").is_err());
+        assert!(check_name("a b").is_err());
+        assert_eq!(path_name("pkg.mod:Cls.method"), "method");
+        assert_eq!(path_name("mod.func"), "func");
+        assert_eq!(yaml11_bool("Yes"), Some(true));
+        assert_eq!(yaml11_bool("OFF"), Some(false));
+        assert_eq!(yaml11_bool("y"), None);
+        assert_eq!(yaml11_bool("yEs"), None, "PyYAML's exact spellings only");
+    }
+
+    #[test]
+    fn unknown_param_keys_are_removed_and_reported() {
+        let mut entry =
+            json!({"params": [{"name": "a", "enum": [1]}, "odd", {"name": "b", "x-ui": 1}]})
+                .as_object()
+                .cloned()
+                .unwrap();
+        assert_eq!(
+            strip_unknown_param_keys(&mut entry),
+            [(0, "enum".to_string())]
+        );
+        assert_eq!(
+            Value::Object(entry),
+            json!({"params": [{"name": "a"}, "odd", {"name": "b"}]})
+        );
     }
 }

@@ -48,16 +48,19 @@ fn quote_filter(value: minijinja::Value) -> String {
     }
 }
 
-/// The text Python's `str()` gives for a template value (`True`, `None`, `3`).
+/// The text Python's `str()` gives for a template value (`True`, `None`, `3`, `1e-05`,
+/// `['a', 1]`, `{'k': 1.0}`).
 fn py_text(v: &minijinja::Value) -> String {
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => "None".to_string(),
         ValueKind::Bool if v.is_true() => "True".to_string(),
         ValueKind::Bool => "False".to_string(),
-        _ => match v.as_str() {
-            Some(s) => s.to_string(),
-            None => v.to_string(),
+        ValueKind::String => v.as_str().unwrap_or_default().to_string(),
+        ValueKind::Number | ValueKind::Seq | ValueKind::Map => match serde_json::to_value(v) {
+            Ok(json) => crate::pyfmt::str(&json),
+            Err(_) => v.to_string(),
         },
+        _ => v.to_string(),
     }
 }
 
@@ -116,6 +119,12 @@ mod tests {
                 json!({"a": null, "b": false, "c": 1.5})
             ),
             "None False 1.5"
+        );
+        let values = json!({"l": ["a", 1, null, true], "d": {"z": 1, "k": 1.0}, "f": 0.00001});
+        assert_eq!(
+            run("{{ l }} {{ d }} {{ f }} {{ d | quote }}", values),
+            "['a', 1, None, True] {'z': 1, 'k': 1.0} 1e-05 '{'\"'\"'z'\"'\"': 1, '\"'\"'k'\"'\"': 1.0}'",
+            "Python's str() of lists, dicts (in insertion order) and floats"
         );
     }
 

@@ -225,7 +225,8 @@ pub struct Tool {
     pub cache_ttl: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_type: Option<String>,
-    /// Where the tool was defined (`file.yaml` or `Tool ns/name`), for error messages.
+    /// Where the tool was defined (`file.yaml: tools[2] 'name'` or `Tool ns/name`), for
+    /// error messages.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,
 }

@@ -17,6 +17,7 @@ pub fn run(paths: &[String], out: &mut impl Write) -> anyhow::Result<()> {
     for tool in &loaded.tools {
         writeln!(out, "{}", mcc_catalog::signature(tool))?;
     }
-    writeln!(out, "{} tools OK", loaded.tools.len())?;
+    let n = loaded.tools.len();
+    writeln!(out, "{n} tool{} OK", if n == 1 { "" } else { "s" })?;
     Ok(())
 }

@@ -5,5 +5,7 @@
 //! → params ([`mcc_catalog::params`]) → context ([`mcc_catalog::context`], [`session`]) →
 //! [`exec`] (environment, process, limits, transform, cache) → result → write-back.
 
+pub mod auth;
 pub mod check;
 pub mod exec;
+pub mod session;

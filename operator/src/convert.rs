@@ -69,15 +69,16 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         python: spec.python.clone(),
     };
     let source = format!("Tool {namespace}/{name}");
-    let (tool, introspect) = build_tool(entry, &source).map_err(|e| invalid(e.field, e.message))?;
+    let built = build_tool(entry, &source).map_err(|e| invalid(e.field, e.message))?;
     Ok(CatalogTool {
-        tool,
+        tool: built.tool,
         namespace,
         resource: name,
         env_from,
         env_value_from,
         runtime: runtime(spec.runtime.as_ref())?,
-        introspect,
+        introspect: built.needs_introspection,
+        name_from_callable: built.name_from_callable,
     })
 }
 
@@ -255,9 +256,15 @@ pub fn object_name(text: &str) -> String {
     name
 }
 
-/// The `Tool` resource for a catalog tool loaded from a file. `env_file_secret` names the
-/// Secret generated from the tool's `env_file`, if it has one.
-pub fn tool_resource(tool: &Tool, namespace: &str, env_file_secret: Option<&str>) -> crd::Tool {
+/// The `Tool` resource for a catalog tool loaded from a file. `name_from_callable`: the
+/// entry gave no name (it stays unset, so introspection names the tool as MCC does).
+/// `env_file_secret` names the Secret generated from the tool's `env_file`, if any.
+pub fn tool_resource(
+    tool: &Tool,
+    name_from_callable: bool,
+    namespace: &str,
+    env_file_secret: Option<&str>,
+) -> crd::Tool {
     let (exec, func, curl, python) = match &tool.kind {
         ToolKind::Exec { command } => (Some(command.clone()), None, None, None),
         ToolKind::Fn { path, python } => (None, Some(path.clone()), None, python.clone()),
@@ -266,7 +273,7 @@ pub fn tool_resource(tool: &Tool, namespace: &str, env_file_secret: Option<&str>
     // Undeclared params stay undeclared so the gateway introspects them, as MCC does.
     let params = (!tool.params.is_empty()).then(|| tool.params.iter().map(tool_param).collect());
     let spec = ToolSpec {
-        name: Some(tool.name.clone()),
+        name: (!name_from_callable).then(|| tool.name.clone()),
         groups: tool.groups.clone(),
         description: non_empty(&tool.description),
         example: non_empty(&tool.example),

@@ -16,6 +16,7 @@ use kube::api::ObjectMeta;
 use mcc_catalog::crd::{UserGrant, UserGrantSpec};
 use mcc_catalog::env::parse_dotenv;
 use mcc_catalog::load::{self, LoadError, Warning};
+use mcc_catalog::spec::BuiltTool;
 use mcc_catalog::tool::{Tool, User};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -94,7 +95,8 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
         &mut out.warnings,
     )?;
     let mut secrets: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for tool in &tools {
+    for built in &tools {
+        let tool = &built.tool;
         let secret_name = match &tool.env_file {
             Some(path) => Some(match secrets.get(path) {
                 Some(name) => name.clone(),
@@ -115,8 +117,12 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
         if !opts.substitute_env {
             out.warnings.extend(literal_references(tool));
         }
-        out.tools
-            .push(tool_resource(tool, &opts.namespace, secret_name.as_deref()));
+        out.tools.push(tool_resource(
+            tool,
+            built.name_from_callable,
+            &opts.namespace,
+            secret_name.as_deref(),
+        ));
     }
     if let Some(path) = &opts.users_file {
         out.grants = read_users(path)?
@@ -159,12 +165,13 @@ fn literal_references(tool: &Tool) -> Vec<Warning> {
         .collect()
 }
 
-/// Parses tool files into catalog tools (no introspection), rejecting duplicate keys.
+/// Parses tool files into catalog tools (no introspection), rejecting duplicate keys
+/// (provisional for fn tools named by introspection).
 pub fn parse_tools(
     entries: &[String],
     lookup: &dyn Fn(&str) -> Option<String>,
     warnings: &mut Vec<Warning>,
-) -> Result<Vec<Tool>, ConvertError> {
+) -> Result<Vec<BuiltTool>, ConvertError> {
     let mut tools = Vec::new();
     for entry in entries {
         for path in load::expand(entry)? {
@@ -174,10 +181,11 @@ pub fn parse_tools(
             })?;
             let file = load::parse_file(&path, &text, lookup)?;
             warnings.extend(file.warnings);
-            tools.extend(file.tools.into_iter().map(|(t, _)| t));
+            tools.extend(file.tools);
         }
     }
-    load::check_duplicates(&tools)?;
+    let plain: Vec<Tool> = tools.iter().map(|b| b.tool.clone()).collect();
+    load::check_duplicates(&plain)?;
     Ok(tools)
 }
 

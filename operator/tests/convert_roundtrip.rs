@@ -47,8 +47,19 @@ fn tools_survive_the_trip_through_resources() {
     let from_files = parse_tools(&options().tool_files, &|_| None, &mut warnings).unwrap();
     let (secrets, resources, _) = applied();
     assert_eq!(resources.len(), from_files.len());
-    for (file_tool, resource) in from_files.iter().zip(&resources) {
+    for (file_built, resource) in from_files.iter().zip(&resources) {
+        let file_tool = &file_built.tool;
         let built = catalog_tool(resource).unwrap();
+        assert_eq!(
+            built.introspect, file_built.needs_introspection,
+            "{}",
+            file_tool.key
+        );
+        assert_eq!(
+            built.name_from_callable, file_built.name_from_callable,
+            "{}",
+            file_tool.key
+        );
         let mut expected = file_tool.clone();
         // What legitimately differs: where it came from, and env_file's new form.
         expected.source = built.tool.source.clone();
@@ -64,7 +75,7 @@ fn tools_survive_the_trip_through_resources() {
             secrets[0].metadata.name.as_ref()
         );
     }
-    let keys: Vec<&str> = from_files.iter().map(|t| t.key.as_str()).collect();
+    let keys: Vec<&str> = from_files.iter().map(|t| t.tool.key.as_str()).collect();
     assert_eq!(
         keys,
         [
@@ -80,21 +91,27 @@ fn tools_survive_the_trip_through_resources() {
 #[test]
 fn fn_tools_without_params_are_left_to_the_gateway() {
     let (_, resources, _) = applied();
-    let summary = resources
-        .iter()
-        .find(|t| t.spec.name.as_deref() == Some("summary"))
-        .unwrap();
+    let by_fn = |f: &str| {
+        resources
+            .iter()
+            .find(|t| t.spec.func.as_deref() == Some(f))
+            .unwrap()
+    };
+    let summary = by_fn("reports.build:summary");
     assert!(summary.spec.params.is_none());
-    assert!(catalog_tool(summary).unwrap().introspect);
-    let run = resources
-        .iter()
-        .find(|t| t.spec.name.as_deref() == Some("run"))
-        .unwrap();
-    assert!(run.spec.params.is_some());
     assert!(
-        !catalog_tool(run).unwrap().introspect,
-        "params and return type declared"
+        summary.spec.name.is_none(),
+        "named by introspection, as MCC does"
     );
+    let built = catalog_tool(summary).unwrap();
+    assert!(built.introspect && built.name_from_callable);
+    assert_eq!(
+        built.tool.key, "ops.summary",
+        "provisional until introspection"
+    );
+    let run = catalog_tool(by_fn("reports.build:run")).unwrap();
+    assert!(!run.introspect, "params and return type declared");
+    assert!(!run.name_from_callable);
 }
 
 #[test]

@@ -1,18 +1,48 @@
 //! The execution engine: runs exec, fn and curl tools as local subprocesses.
 //!
-//! Interface (implemented by the engine issue):
-//! - [`Engine::execute`] takes a [`Call`]: the tool, its validated params (see
-//!   [`mcc_catalog::params::validate`]), the assembled context (see
-//!   [`mcc_catalog::context::assemble`]) and the caller's username;
-//! - it returns an [`Execution`]: the [`Outcome`] (success value or failure triple), the
-//!   context an fn tool left behind (for write-back) and whether it came from the cache.
+//! [`Engine::execute`] takes a [`Call`]: the tool, its validated params (see
+//! [`mcc_catalog::params::validate`]), the assembled context (see
+//! [`mcc_catalog::context::assemble`]) and the caller's username. It returns an
+//! [`Execution`]: the [`Outcome`] (success value or failure triple), the context an fn
+//! tool left behind (for write-back) and whether it came from the cache.
+//!
+//! One module per step: [`params`] (guard) → [`cache`] (lookup) → [`environment`] →
+//! [`command`] / [`python`] → [`process`] (with [`limits`]) → [`result`] →
+//! [`transform`] → [`cache`] (store) → [`audit`].
+
+pub mod audit;
+pub mod cache;
+pub mod command;
+pub mod environment;
+pub mod limits;
+pub mod params;
+pub mod process;
+pub mod python;
+pub mod result;
+pub mod transform;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use mcc_catalog::Tool;
+use mcc_catalog::introspect::runner_args;
+use mcc_catalog::{Tool, ToolKind};
 
-/// Deployment-wide settings of the engine.
-#[derive(Debug, Clone)]
+pub use cache::{CacheError, ResultCache};
+pub use command::Part;
+pub use limits::LimitError;
+pub use result::TRUNCATION_MARKER;
+
+use command::{SHELL, shell_args};
+use environment::ProcessEnv;
+use limits::Rlimits;
+use process::{Finished, Spec};
+
+/// Deployment-wide settings of the engine. Its `Debug` output names the parent
+/// environment's variables but never their values.
+#[derive(Clone)]
 pub struct EngineSettings {
     /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
     pub env_floor: Vec<String>,
@@ -22,6 +52,18 @@ pub struct EngineSettings {
     pub max_output_bytes: usize,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
+}
+
+impl std::fmt::Debug for EngineSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.parent_env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("EngineSettings")
+            .field("env_floor", &self.env_floor)
+            .field("parent_env (names only)", &names)
+            .field("max_output_bytes", &self.max_output_bytes)
+            .field("debug", &self.debug)
+            .finish()
+    }
 }
 
 /// One execution request.
@@ -74,34 +116,314 @@ impl Outcome {
             .to_string(),
         }
     }
+
+    pub fn is_success(&self) -> bool {
+        matches!(self, Outcome::Success(_))
+    }
 }
 
 /// Why a tool could not be run at all (the process never started or could not be read).
+/// Each names the tool and what is wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    #[error("the execution engine is not built yet")]
-    NotBuilt,
+    #[error("tool '{tool}': parameter '{param}' {problem}")]
+    Params {
+        tool: String,
+        param: String,
+        problem: String,
+    },
+    #[error("tool '{tool}': cannot render its {part}: {error}")]
+    Template {
+        tool: String,
+        part: Part,
+        error: String,
+    },
+    #[error("tool '{tool}': cannot read env_file {path}: {reason}")]
+    EnvFile {
+        tool: String,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("tool '{tool}': cwd {path} is not a directory")]
+    Cwd { tool: String, path: PathBuf },
+    #[error("tool '{tool}': Python interpreter not found: {python}")]
+    NoInterpreter { tool: String, python: String },
+    #[error("tool '{tool}': {source}")]
+    Limits { tool: String, source: LimitError },
+    #[error("tool '{tool}': cannot start {program}: {source}")]
+    Spawn {
+        tool: String,
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("tool '{tool}': the fn runner's output is not a JSON [result, context] pair: {reason}")]
+    RunnerOutput { tool: String, reason: String },
 }
 
 /// Runs tools. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Engine {
-    settings: std::sync::Arc<EngineSettings>,
+    settings: Arc<EngineSettings>,
+    templates: Arc<minijinja::Environment<'static>>,
+    cache: ResultCache,
+}
+
+/// What is settled before a process starts: limits, the rendered transform, the
+/// environment.
+struct Prepared {
+    rlimits: Rlimits,
+    timeout: Option<Duration>,
+    transform_line: Option<String>,
+    env: ProcessEnv,
+}
+
+/// A finished process, its outcome and the context it left behind.
+type ProcessResult = (Finished, Outcome, Option<Map<String, Value>>);
+
+/// What running a tool (not a cache hit) produced, with what the audit needs.
+struct Ran {
+    execution: Execution,
+    exit_code: i32,
+    bytes_out: u64,
+    truncated: bool,
 }
 
 impl Engine {
+    /// An engine with an in-memory result cache.
     pub fn new(settings: EngineSettings) -> Self {
         Self {
-            settings: std::sync::Arc::new(settings),
+            settings: Arc::new(settings),
+            templates: Arc::new(mcc_catalog::template::environment()),
+            cache: ResultCache::memory(),
         }
+    }
+
+    /// The same engine with another result cache (e.g. [`ResultCache::redis`]).
+    pub fn with_cache(mut self, cache: ResultCache) -> Self {
+        self.cache = cache;
+        self
     }
 
     pub fn settings(&self) -> &EngineSettings {
         &self.settings
     }
 
-    /// Runs one call to completion.
-    pub async fn execute(&self, _call: Call<'_>) -> Result<Execution, ExecError> {
-        Err(ExecError::NotBuilt)
+    /// Runs one call to completion. Dropping the future kills the tool's process group.
+    pub async fn execute(&self, call: Call<'_>) -> Result<Execution, ExecError> {
+        let started = Instant::now();
+        let tool = call.tool;
+        let mut record = audit::Record {
+            caller: call.caller,
+            tool: &tool.key,
+            params_hash: audit::params_hash(tool, &call.params),
+            exit_code: None,
+            duration: Duration::ZERO,
+            bytes_out: 0,
+            cached: false,
+            truncated: false,
+            status: "error",
+        };
+        let result = self.cached_or_run(&call, &mut record).await;
+        record.duration = started.elapsed();
+        if let Ok(execution) = &result {
+            record.status = if execution.outcome.is_success() {
+                "success"
+            } else {
+                "failure"
+            };
+        }
+        audit::emit(&record);
+        result
     }
+
+    async fn cached_or_run(
+        &self,
+        call: &Call<'_>,
+        record: &mut audit::Record<'_>,
+    ) -> Result<Execution, ExecError> {
+        params::check(call.tool, &call.params)?;
+        let ttl = call.tool.cache_ttl.filter(|&s| s > 0);
+        let key = ttl.map(|_| cache::key(&call.tool.key, call.caller, &call.params, &call.context));
+        if let Some(value) = self.cache_lookup(key.as_deref()).await {
+            record.cached = true;
+            return Ok(Execution {
+                outcome: Outcome::Success(value),
+                write_back: None,
+                cached: true,
+            });
+        }
+        let ran = self.run(call).await?;
+        record.exit_code = Some(ran.exit_code);
+        record.bytes_out = ran.bytes_out;
+        record.truncated = ran.truncated;
+        if let (Some(key), Some(ttl), Outcome::Success(value)) = (&key, ttl, &ran.execution.outcome)
+        {
+            self.cache_store(key, value, Duration::from_secs(ttl)).await;
+        }
+        Ok(ran.execution)
+    }
+
+    /// A cache failure never fails a call: it is logged and the tool runs uncached.
+    async fn cache_lookup(&self, key: Option<&str>) -> Option<Value> {
+        match self.cache.get(key?).await {
+            Ok(hit) => hit,
+            Err(e) => {
+                tracing::warn!(error = %e, "result cache lookup failed; running the tool");
+                None
+            }
+        }
+    }
+
+    async fn cache_store(&self, key: &str, value: &Value, ttl: Duration) {
+        if let Err(e) = self.cache.put(key, value, ttl).await {
+            tracing::warn!(error = %e, "result cache store failed");
+        }
+    }
+
+    /// Runs the tool (everything that can fail is checked before a process exists),
+    /// shapes its result and applies the transform.
+    async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
+        let tool = call.tool;
+        let prepared = self.prepare(call)?;
+        let (finished, outcome, write_back) = match &tool.kind {
+            ToolKind::Exec { command } | ToolKind::Curl { command, .. } => {
+                self.run_shell(call, command, &prepared).await?
+            }
+            ToolKind::Fn { path, python } => {
+                self.run_fn(call, path, python.as_deref(), &prepared)
+                    .await?
+            }
+        };
+        let outcome = self.transform(tool, outcome, &prepared).await?;
+        Ok(Ran {
+            exit_code: result::exit_code(finished.ending),
+            bytes_out: finished.stdout.total,
+            truncated: finished.stdout.truncated(),
+            execution: Execution {
+                outcome,
+                write_back,
+                cached: false,
+            },
+        })
+    }
+
+    fn prepare(&self, call: &Call<'_>) -> Result<Prepared, ExecError> {
+        let tool = call.tool;
+        let limit_err = |source| ExecError::Limits {
+            tool: tool.key.clone(),
+            source,
+        };
+        let transform_line = match &tool.transform {
+            Some(t) => Some(self.render(tool, Part::Transform, t, &call.params)?),
+            None => None,
+        };
+        Ok(Prepared {
+            rlimits: Rlimits::from_limits(&tool.limits).map_err(limit_err)?,
+            timeout: limits::timeout(&tool.limits).map_err(limit_err)?,
+            transform_line,
+            env: environment::for_tool(tool, &self.settings, &call.context)?,
+        })
+    }
+
+    /// exec and curl tools: the rendered command line under `/bin/sh -c`.
+    async fn run_shell(
+        &self,
+        call: &Call<'_>,
+        command: &str,
+        prepared: &Prepared,
+    ) -> Result<ProcessResult, ExecError> {
+        let tool = call.tool;
+        let line = self.render(tool, Part::Command, command, &call.params)?;
+        // Python's json.dumps form, byte for byte what MCC's tools read.
+        let stdin = tool
+            .stdin
+            .then(|| mcc_catalog::pyfmt::json_dumps(&Value::Object(call.params.clone())));
+        let args = shell_args(&line);
+        let spec = self.spec(SHELL.as_ref(), &args, prepared, stdin.as_deref());
+        let finished = spawn(tool, &spec).await?;
+        let max = self.settings.max_output_bytes;
+        let outcome = result::shell_outcome(&finished, &tool.limits, max);
+        Ok((finished, outcome, None))
+    }
+
+    /// fn tools: the interpreter runs the catalog's runner, params on stdin.
+    async fn run_fn(
+        &self,
+        call: &Call<'_>,
+        path: &str,
+        python: Option<&str>,
+        prepared: &Prepared,
+    ) -> Result<ProcessResult, ExecError> {
+        let tool = call.tool;
+        let program = python::interpreter(tool, python, &prepared.env.vars)?;
+        let args = runner_args("exec", [path]);
+        let stdin = Value::Object(call.params.clone()).to_string();
+        let spec = self.spec(&program, &args, prepared, Some(&stdin));
+        let finished = spawn(tool, &spec).await?;
+        let max = self.settings.max_output_bytes;
+        let (outcome, write_back) = python::outcome(&finished, tool, max, self.settings.debug)?;
+        Ok((finished, outcome, write_back))
+    }
+
+    /// A successful result goes through the tool's transform, if it has one.
+    async fn transform(
+        &self,
+        tool: &Tool,
+        outcome: Outcome,
+        prepared: &Prepared,
+    ) -> Result<Outcome, ExecError> {
+        let (Outcome::Success(value), Some(line)) = (&outcome, &prepared.transform_line) else {
+            return Ok(outcome);
+        };
+        let max = self.settings.max_output_bytes;
+        let input = transform::input(tool, value);
+        let done = transform::run(
+            tool,
+            line,
+            &input,
+            &prepared.env,
+            prepared.rlimits,
+            prepared.timeout,
+            max,
+        )
+        .await?;
+        Ok(result::shell_outcome(&done, &tool.limits, max))
+    }
+
+    fn render(
+        &self,
+        tool: &Tool,
+        part: Part,
+        source: &str,
+        params: &Map<String, Value>,
+    ) -> Result<String, ExecError> {
+        command::render(&self.templates, tool, part, source, params)
+    }
+
+    fn spec<'a>(
+        &self,
+        program: &'a std::path::Path,
+        args: &'a [&'a str],
+        prepared: &'a Prepared,
+        stdin: Option<&'a str>,
+    ) -> Spec<'a> {
+        Spec {
+            program,
+            args,
+            env: &prepared.env.vars,
+            cwd: prepared.env.cwd.as_deref(),
+            stdin: stdin.map(str::as_bytes),
+            rlimits: prepared.rlimits,
+            timeout: prepared.timeout,
+            max_output: self.settings.max_output_bytes,
+        }
+    }
+}
+
+async fn spawn(tool: &Tool, spec: &Spec<'_>) -> Result<Finished, ExecError> {
+    process::run(spec).await.map_err(|source| ExecError::Spawn {
+        tool: tool.key.clone(),
+        program: spec.program.to_path_buf(),
+        source,
+    })
 }

@@ -1,0 +1,258 @@
+//! The users the authenticator resolves credentials against: the catalog's users plus the
+//! API-key records attached to them, behind a shared handle that a catalog reload swaps
+//! atomically (so a removed user or key stops working on the next request).
+//!
+//! This module owns the users-file entry shape for API keys (`api_keys:` under a user);
+//! reading and watching the users file belongs to the catalog loading code.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+use mcc_catalog::User;
+use serde::{Deserialize, Serialize};
+
+use super::api_key::PREFIX_LEN;
+
+/// One user of a users file: the catalog user plus the API keys that log in as them.
+///
+/// ```yaml
+/// users:
+///   - username: alice
+///     email: alice@example.com
+///     groups: [osint]
+///     api_keys:
+///       - prefix: 3f9a0c1b2d4e
+///         sha256: 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8
+///         expires_at: 2027-03-01T00:00:00Z   # omit or null: never expires
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserEntry {
+    #[serde(flatten)]
+    pub user: User,
+    /// Keys whose holder authenticates as this user (see [`super::api_key`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<ApiKeyEntry>,
+}
+
+/// The stored form of an API key: never the key itself, only its lookup prefix and the
+/// SHA-256 of the whole raw key (`mcc_<prefix>_<secret>`), hex-encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyEntry {
+    /// The 12 hex characters after `mcc_`.
+    pub prefix: String,
+    /// Lowercase or uppercase hex SHA-256 of the raw key.
+    pub sha256: String,
+    /// RFC 3339 instant after which the key is refused; `None` = never expires.
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A key record ready for verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRecord {
+    /// The user the key logs in as.
+    pub username: String,
+    pub sha256: [u8; 32],
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// Why a set of users cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DirectoryError {
+    #[error("users: user '{0}' is listed more than once")]
+    DuplicateUser(String),
+    #[error("users: user '{user}': api_keys prefix '{prefix}' must be {PREFIX_LEN} hex characters")]
+    BadPrefix { user: String, prefix: String },
+    #[error("users: user '{user}': api_keys entry '{prefix}': sha256 must be 64 hex characters")]
+    BadHash { user: String, prefix: String },
+    #[error("users: api_keys prefix '{prefix}' is used by both '{first}' and '{second}'")]
+    DuplicatePrefix {
+        prefix: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// An immutable snapshot of users and keys, indexed for lookups.
+#[derive(Debug, Default)]
+pub struct Directory {
+    users: Vec<User>,
+    by_name: HashMap<String, usize>,
+    by_email: HashMap<String, usize>,
+    keys: HashMap<String, KeyRecord>,
+}
+
+impl Directory {
+    /// Users without API keys (e.g. the catalog's users in Kubernetes mode).
+    pub fn from_users(users: Vec<User>) -> Result<Self, DirectoryError> {
+        Self::new(
+            users
+                .into_iter()
+                .map(|user| UserEntry {
+                    user,
+                    api_keys: vec![],
+                })
+                .collect(),
+        )
+    }
+
+    /// Users with their API keys; rejects duplicate users, malformed or shared prefixes
+    /// and malformed hashes, naming the user.
+    pub fn new(entries: Vec<UserEntry>) -> Result<Self, DirectoryError> {
+        let mut dir = Directory::default();
+        for entry in entries {
+            let name = entry.user.username.clone();
+            if dir.by_name.contains_key(&name) {
+                return Err(DirectoryError::DuplicateUser(name));
+            }
+            for key in &entry.api_keys {
+                let record = key_record(&name, key)?;
+                if let Some(first) = dir.keys.get(&key.prefix) {
+                    return Err(DirectoryError::DuplicatePrefix {
+                        prefix: key.prefix.clone(),
+                        first: first.username.clone(),
+                        second: name,
+                    });
+                }
+                dir.keys.insert(key.prefix.clone(), record);
+            }
+            let index = dir.users.len();
+            if let Some(email) = &entry.user.email {
+                // The first user with an email wins, as a lookup by email in MCC does.
+                dir.by_email.entry(email.to_lowercase()).or_insert(index);
+            }
+            dir.by_name.insert(name, index);
+            dir.users.push(entry.user);
+        }
+        Ok(dir)
+    }
+
+    pub fn users(&self) -> &[User] {
+        &self.users
+    }
+
+    pub fn by_username(&self, username: &str) -> Option<&User> {
+        self.by_name.get(username).map(|&i| &self.users[i])
+    }
+
+    /// The user with this email, compared case-insensitively (providers differ in case).
+    pub fn by_email(&self, email: &str) -> Option<&User> {
+        self.by_email
+            .get(&email.to_lowercase())
+            .map(|&i| &self.users[i])
+    }
+
+    /// The first user (in catalog order) who is in `group`.
+    pub fn first_in_group(&self, group: &str) -> Option<&User> {
+        self.users.iter().find(|u| u.in_group(group))
+    }
+
+    pub fn key(&self, prefix: &str) -> Option<&KeyRecord> {
+        self.keys.get(prefix)
+    }
+}
+
+fn key_record(user: &str, key: &ApiKeyEntry) -> Result<KeyRecord, DirectoryError> {
+    let prefix_ok = key.prefix.len() == PREFIX_LEN && key.prefix.bytes().all(is_lower_hex);
+    if !prefix_ok {
+        return Err(DirectoryError::BadPrefix {
+            user: user.to_string(),
+            prefix: key.prefix.clone(),
+        });
+    }
+    let mut sha256 = [0u8; 32];
+    hex::decode_to_slice(&key.sha256, &mut sha256).map_err(|_| DirectoryError::BadHash {
+        user: user.to_string(),
+        prefix: key.prefix.clone(),
+    })?;
+    Ok(KeyRecord {
+        username: user.to_string(),
+        sha256,
+        expires_at: key.expires_at,
+    })
+}
+
+fn is_lower_hex(b: u8) -> bool {
+    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
+}
+
+/// The current [`Directory`], shared by the authenticator and whoever reloads the
+/// catalog. Cloning is cheap; [`SharedDirectory::replace`] is seen by the next request.
+#[derive(Clone, Default)]
+pub struct SharedDirectory(Arc<ArcSwap<Directory>>);
+
+impl SharedDirectory {
+    pub fn new(directory: Directory) -> Self {
+        Self(Arc::new(ArcSwap::from_pointee(directory)))
+    }
+
+    /// The snapshot to use for one request.
+    pub fn current(&self) -> Arc<Directory> {
+        self.0.load_full()
+    }
+
+    /// Swap in a reloaded set of users; keys missing from it are revoked at once.
+    pub fn replace(&self, directory: Directory) {
+        self.0.store(Arc::new(directory));
+    }
+}
+
+impl std::fmt::Debug for SharedDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedDirectory")
+            .field("users", &self.0.load().users.len())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, prefix: &str, sha: &str) -> UserEntry {
+        UserEntry {
+            user: User {
+                username: name.into(),
+                ..Default::default()
+            },
+            api_keys: vec![ApiKeyEntry {
+                prefix: prefix.into(),
+                sha256: sha.into(),
+                expires_at: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn rejects_bad_entries_naming_the_user() {
+        let sha = "ab".repeat(32);
+        let err = Directory::new(vec![entry("bob", "XYZ", &sha)]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "users: user 'bob': api_keys prefix 'XYZ' must be 12 hex characters"
+        );
+        let err = Directory::new(vec![entry("bob", "0123456789ab", "zz")]).unwrap_err();
+        assert!(matches!(err, DirectoryError::BadHash { .. }), "{err}");
+        let err = Directory::new(vec![
+            entry("bob", "0123456789ab", &sha),
+            entry("eve", "0123456789ab", &sha),
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("both 'bob' and 'eve'"), "{err}");
+    }
+
+    #[test]
+    fn users_file_entry_parses_from_yaml() {
+        let yaml = "username: alice\nemail: a@x.org\ngroups: [osint]\napi_keys:\n  - prefix: 0123456789ab\n    sha256: '00'\n    expires_at: 2027-03-01T00:00:00Z\n";
+        let entry: UserEntry = serde_saphyr::from_str(yaml).unwrap();
+        assert_eq!(entry.user.username, "alice");
+        assert_eq!(entry.user.groups, vec!["osint".to_string()]);
+        assert_eq!(
+            entry.api_keys[0].expires_at.unwrap().to_rfc3339(),
+            "2027-03-01T00:00:00+00:00"
+        );
+    }
+}

@@ -1,0 +1,321 @@
+//! A JSON Web Key Set fetched over HTTP(S) and cached: keys are reused for `cache_ttl`,
+//! a token signed with an unknown `kid` triggers a refetch (key rotation), and refetches
+//! are rate-limited so a flood of forged `kid`s cannot hammer the identity provider.
+//!
+//! Only RS256 and ES256 signing keys are taken from the set; others are skipped.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use http::Uri;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::{Algorithm, DecodingKey};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+
+use super::AuthError;
+
+/// A verification key and the one algorithm it may be used with.
+#[derive(Clone)]
+pub struct VerifyingKey {
+    pub key: DecodingKey,
+    pub algorithm: Algorithm,
+}
+
+/// How the cache behaves; see `jwt.*` in `docs/auth.md`.
+#[derive(Debug, Clone)]
+pub struct JwksOptions {
+    pub url: String,
+    pub cache_ttl: Duration,
+    pub min_refetch_interval: Duration,
+    pub http_timeout: Duration,
+    /// Extra PEM root certificates (e.g. the cluster CA for the API server's JWKS).
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct KeySet {
+    keys: HashMap<String, Arc<VerifyingKey>>,
+    /// Keys without a `kid`, usable only when the set holds exactly one key.
+    unnamed: Vec<Arc<VerifyingKey>>,
+    fetched_at: Option<Instant>,
+}
+
+impl KeySet {
+    fn find(&self, kid: Option<&str>) -> Option<Arc<VerifyingKey>> {
+        match kid {
+            Some(kid) => self.keys.get(kid).cloned(),
+            None if self.keys.len() + self.unnamed.len() == 1 => self
+                .keys
+                .values()
+                .chain(self.unnamed.iter())
+                .next()
+                .cloned(),
+            None => None,
+        }
+    }
+
+    fn is_fresh(&self, ttl: Duration) -> bool {
+        self.fetched_at.is_some_and(|at| at.elapsed() < ttl)
+    }
+}
+
+/// The HTTP(S) client used for JWKS requests: rustls with the ring provider, the
+/// system's root certificates plus any configured CA bundle.
+type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// A JWKS document larger than this is refused (a key set is a few kilobytes).
+const MAX_JWKS_BYTES: usize = 1 << 20;
+
+/// The cached key set of one JWKS URL.
+pub struct JwksCache {
+    options: JwksOptions,
+    uri: Uri,
+    client: HttpClient,
+    current: RwLock<Arc<KeySet>>,
+    /// Single-flight fetching; holds the instant of the last attempt (success or not).
+    fetch: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// Why the JWKS client could not be built (a configuration error).
+#[derive(Debug, thiserror::Error)]
+pub enum JwksSetupError {
+    #[error("auth.jwt.jwks_url: '{0}' is not an http(s) URL")]
+    BadUrl(String),
+    #[error("auth.jwt.jwks_ca_file: not a PEM certificate bundle: {0}")]
+    BadCa(String),
+    #[error("auth.jwt.jwks_url: cannot set up TLS: {0}")]
+    Tls(String),
+}
+
+impl JwksCache {
+    pub fn new(options: JwksOptions) -> Result<Self, JwksSetupError> {
+        let uri: Uri = options
+            .url
+            .parse()
+            .ok()
+            .filter(|u: &Uri| matches!(u.scheme_str(), Some("http" | "https")))
+            .ok_or_else(|| JwksSetupError::BadUrl(options.url.clone()))?;
+        let client = http_client(options.ca_pem.as_deref())?;
+        Ok(Self {
+            options,
+            uri,
+            client,
+            current: RwLock::default(),
+            fetch: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The key for a token's `kid`, fetching the set when it is stale or lacks the kid.
+    pub async fn key(&self, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
+        let set = self.snapshot();
+        if set.is_fresh(self.options.cache_ttl)
+            && let Some(key) = set.find(kid)
+        {
+            return Ok(key);
+        }
+        let mut last_attempt = self.fetch.lock().await;
+        // Another request may have refreshed the set while this one waited.
+        let set = self.snapshot();
+        if set.is_fresh(self.options.cache_ttl)
+            && let Some(key) = set.find(kid)
+        {
+            return Ok(key);
+        }
+        let recently =
+            last_attempt.is_some_and(|at| at.elapsed() < self.options.min_refetch_interval);
+        if recently {
+            return stale_or_unknown(&set, kid);
+        }
+        *last_attempt = Some(Instant::now());
+        match self.fetch_set().await {
+            Ok(new_set) => {
+                let new_set = Arc::new(new_set);
+                *self.current.write().unwrap_or_else(|e| e.into_inner()) = new_set.clone();
+                unknown_if_missing(&new_set, kid)
+            }
+            Err(reason) => {
+                tracing::warn!(url = %self.options.url, %reason, "JWKS fetch failed");
+                // Keep serving keys we already trust rather than locking everyone out. The
+                // caller gets no detail: the URL and the cause are for the operator's log.
+                set.find(kid).ok_or_else(|| {
+                    AuthError::KeysUnavailable("the signing keys could not be fetched".into())
+                })
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Arc<KeySet> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    async fn fetch_set(&self) -> Result<KeySet, String> {
+        let url = &self.options.url;
+        let body = tokio::time::timeout(self.options.http_timeout, self.get_body())
+            .await
+            .map_err(|_| {
+                format!(
+                    "GET {url}: no answer within {:?}",
+                    self.options.http_timeout
+                )
+            })?
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let json: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))?;
+        parse_set(&json).map_err(|e| format!("GET {url}: {e}"))
+    }
+
+    async fn get_body(&self) -> Result<Bytes, String> {
+        let response = self
+            .client
+            .get(self.uri.clone())
+            .await
+            .map_err(|e| error_chain(&e))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok(body.to_bytes())
+    }
+}
+
+fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError> {
+    let mut roots = rustls::RootCertStore::empty();
+    // Unreadable system certificates are not fatal: an extra CA may be all we need.
+    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    if let Some(pem) = extra_ca_pem {
+        let certs = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(JwksSetupError::BadCa("no certificate in it".into()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| JwksSetupError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// An error with its causes (hyper's top-level message alone says little).
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+fn stale_or_unknown(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
+    if set.fetched_at.is_none() {
+        return Err(AuthError::KeysUnavailable(
+            "the key set could not be fetched yet; retrying shortly".into(),
+        ));
+    }
+    unknown_if_missing(set, kid)
+}
+
+fn unknown_if_missing(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
+    set.find(kid).ok_or_else(|| {
+        AuthError::InvalidToken(match kid {
+            Some(kid) => format!("unknown signing key '{kid}'"),
+            None => "token has no 'kid' and the key set does not hold exactly one key".into(),
+        })
+    })
+}
+
+/// The usable signing keys of a JWKS document.
+fn parse_set(body: &serde_json::Value) -> Result<KeySet, String> {
+    let keys = body
+        .get("keys")
+        .and_then(|k| k.as_array())
+        .ok_or("no 'keys' array")?;
+    let mut set = KeySet {
+        fetched_at: Some(Instant::now()),
+        ..KeySet::default()
+    };
+    for raw in keys {
+        // One odd key (another type, an encryption key) must not spoil the whole set.
+        let Ok(jwk) = serde_json::from_value::<Jwk>(raw.clone()) else {
+            continue;
+        };
+        let Some(key) = verifying_key(&jwk) else {
+            continue;
+        };
+        match jwk.common.key_id {
+            Some(kid) => {
+                set.keys.insert(kid, Arc::new(key));
+            }
+            None => set.unnamed.push(Arc::new(key)),
+        }
+    }
+    Ok(set)
+}
+
+fn verifying_key(jwk: &Jwk) -> Option<VerifyingKey> {
+    if matches!(jwk.common.public_key_use, Some(ref u) if *u != PublicKeyUse::Signature) {
+        return None;
+    }
+    let algorithm = match (&jwk.algorithm, jwk.common.key_algorithm) {
+        (AlgorithmParameters::RSA(_), None | Some(KeyAlgorithm::RS256)) => Algorithm::RS256,
+        (AlgorithmParameters::EllipticCurve(ec), None | Some(KeyAlgorithm::ES256))
+            if ec.curve == EllipticCurve::P256 =>
+        {
+            Algorithm::ES256
+        }
+        _ => return None,
+    };
+    let key = DecodingKey::from_jwk(jwk).ok()?;
+    Some(VerifyingKey { key, algorithm })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn skips_keys_it_cannot_use() {
+        let body = json!({"keys": [
+            {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
+            {"kty": "RSA", "use": "enc", "kid": "enc", "n": "AQAB", "e": "AQAB"},
+            {"kty": "weird", "kid": "weird"},
+            {"kty": "EC", "crv": "P-256", "kid": "ec", "alg": "ES256",
+             "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+             "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}
+        ]});
+        let set = parse_set(&body).unwrap();
+        assert_eq!(set.keys.keys().collect::<Vec<_>>(), vec!["ec"]);
+        assert_eq!(set.find(None).unwrap().algorithm, Algorithm::ES256);
+        assert!(parse_set(&json!({"nokeys": []})).is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! The `jwt` backend: verify a bearer JWT (RS256/ES256 from a JWKS URL or a static PEM
+//! key, or HS256 with a shared secret), check issuer, audience, expiry and required
+//! scopes, and map its claims to a catalog user.
+//!
+//! Identity: the `email` claim selects the catalog user with that email (unless
+//! `email_verified` is `false`); otherwise `login`, then `preferred_username`, then `sub`
+//! names the user. A valid token for someone the catalog does not list becomes a user of
+//! that name with no groups and no grants: it sees only `public` tools.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
+use mcc_catalog::User;
+use serde::{Deserialize, Deserializer};
+
+use super::AuthError;
+use super::directory::Directory;
+use super::jwks::{JwksCache, JwksOptions, VerifyingKey};
+
+/// `auth.jwt.*`: exactly one key source (`jwks_url`, `public_key_pem`,
+/// `public_key_file`, `hs256_secret`) plus the claims every token must satisfy.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtSettings {
+    /// URL of the identity provider's JSON Web Key Set (RS256/ES256 keys by `kid`).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// A PEM public key, inline: RSA → RS256, EC P-256 → ES256.
+    #[serde(default)]
+    pub public_key_pem: Option<String>,
+    /// A file holding a PEM public key (same rules as `public_key_pem`).
+    #[serde(default)]
+    pub public_key_file: Option<PathBuf>,
+    /// An HS256 shared secret, at least 32 bytes. Prefer the `MCC_` environment override
+    /// to writing it in a file.
+    #[serde(default)]
+    pub hs256_secret: Option<String>,
+    /// Required `iss` value; unset = not checked.
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// Accepted `aud` values (one string or a list); required: a token minted for
+    /// another service must not work here.
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub audience: Vec<String>,
+    /// Scopes every token must carry, in its `scope` string or `scp` list.
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Seconds a fetched key set is reused before it is fetched again.
+    #[serde(default = "default_cache_ttl")]
+    pub jwks_cache_ttl_secs: u64,
+    /// Minimum seconds between two fetches (an unknown `kid` triggers a fetch).
+    #[serde(default = "default_min_refetch")]
+    pub jwks_min_refetch_secs: u64,
+    /// Timeout of one JWKS request, in seconds.
+    #[serde(default = "default_http_timeout")]
+    pub jwks_timeout_secs: u64,
+    /// Extra PEM CA bundle trusted for the JWKS URL (e.g. the cluster CA).
+    #[serde(default)]
+    pub jwks_ca_file: Option<PathBuf>,
+    /// Clock skew tolerated on `exp` and `nbf`, in seconds.
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: u64,
+}
+
+fn default_cache_ttl() -> u64 {
+    300
+}
+fn default_min_refetch() -> u64 {
+    10
+}
+fn default_http_timeout() -> u64 {
+    5
+}
+fn default_leeway() -> u64 {
+    60
+}
+
+impl Default for JwtSettings {
+    fn default() -> Self {
+        Self {
+            jwks_url: None,
+            public_key_pem: None,
+            public_key_file: None,
+            hs256_secret: None,
+            issuer: None,
+            audience: vec![],
+            required_scopes: vec![],
+            jwks_cache_ttl_secs: default_cache_ttl(),
+            jwks_min_refetch_secs: default_min_refetch(),
+            jwks_timeout_secs: default_http_timeout(),
+            jwks_ca_file: None,
+            leeway_secs: default_leeway(),
+        }
+    }
+}
+
+impl std::fmt::Debug for JwtSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The HS256 secret must never reach a log line.
+        f.debug_struct("JwtSettings")
+            .field("jwks_url", &self.jwks_url)
+            .field("public_key_file", &self.public_key_file)
+            .field(
+                "hs256_secret",
+                &self.hs256_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field("required_scopes", &self.required_scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    })
+}
+
+/// A bad `auth.jwt` setting, named.
+#[derive(Debug, thiserror::Error)]
+pub enum JwtSetupError {
+    #[error(
+        "auth.jwt: set exactly one of jwks_url, public_key_pem, public_key_file, hs256_secret (found {0})"
+    )]
+    KeySource(usize),
+    #[error("auth.jwt.audience: required (the token's 'aud' must name this gateway)")]
+    NoAudience,
+    #[error("auth.jwt.hs256_secret: must be at least 32 bytes")]
+    WeakSecret,
+    #[error("auth.jwt.{field}: {reason}")]
+    BadKey { field: &'static str, reason: String },
+    #[error("auth.jwt.{field}: cannot read {path}: {reason}")]
+    Read {
+        field: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error(transparent)]
+    Jwks(#[from] super::jwks::JwksSetupError),
+}
+
+enum KeySource {
+    Jwks(Box<JwksCache>),
+    Static(VerifyingKey),
+}
+
+/// Verifies tokens against one key source and one set of claim rules.
+pub struct JwtVerifier {
+    keys: KeySource,
+    validation: Validation,
+    required_scopes: Vec<String>,
+}
+
+/// The claims that name the caller and carry scopes.
+#[derive(Debug, Deserialize)]
+struct Claims {
+    email: Option<String>,
+    email_verified: Option<bool>,
+    login: Option<String>,
+    preferred_username: Option<String>,
+    sub: Option<String>,
+    scope: Option<String>,
+    scp: Option<Scopes>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Scopes {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl JwtVerifier {
+    pub fn new(settings: &JwtSettings) -> Result<Self, JwtSetupError> {
+        if settings.audience.is_empty() {
+            return Err(JwtSetupError::NoAudience);
+        }
+        let keys = key_source(settings)?;
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.leeway = settings.leeway_secs;
+        validation.validate_nbf = true;
+        validation.set_audience(&settings.audience);
+        let mut required = vec!["exp", "aud"];
+        if let Some(issuer) = &settings.issuer {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        validation.set_required_spec_claims(&required);
+        Ok(Self {
+            keys,
+            validation,
+            required_scopes: settings.required_scopes.clone(),
+        })
+    }
+
+    /// The catalog user a valid token stands for.
+    pub async fn verify(&self, token: &str, directory: &Directory) -> Result<User, AuthError> {
+        let header =
+            decode_header(token).map_err(|_| AuthError::InvalidToken("malformed token".into()))?;
+        let key = match &self.keys {
+            KeySource::Jwks(cache) => cache.key(header.kid.as_deref()).await?,
+            KeySource::Static(key) => std::sync::Arc::new(key.clone()),
+        };
+        let mut validation = self.validation.clone();
+        validation.algorithms = vec![key.algorithm];
+        let claims = decode::<Claims>(token, &key.key, &validation)
+            .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
+            .claims;
+        self.check_scopes(&claims)?;
+        resolve(&claims, directory)
+    }
+
+    fn check_scopes(&self, claims: &Claims) -> Result<(), AuthError> {
+        let granted: Vec<&str> = claims
+            .scope
+            .iter()
+            .flat_map(|s| s.split_whitespace())
+            .chain(match &claims.scp {
+                Some(Scopes::List(list)) => list.iter().map(String::as_str).collect(),
+                Some(Scopes::Text(text)) => text.split_whitespace().collect(),
+                None => vec![],
+            })
+            .collect();
+        let missing: Vec<&str> = self
+            .required_scopes
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !granted.contains(s))
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(AuthError::InsufficientScope(self.required_scopes.join(" ")))
+        }
+    }
+}
+
+fn key_source(settings: &JwtSettings) -> Result<KeySource, JwtSetupError> {
+    let count = [
+        settings.jwks_url.is_some(),
+        settings.public_key_pem.is_some(),
+        settings.public_key_file.is_some(),
+        settings.hs256_secret.is_some(),
+    ]
+    .iter()
+    .filter(|set| **set)
+    .count();
+    if count != 1 {
+        return Err(JwtSetupError::KeySource(count));
+    }
+    if let Some(url) = &settings.jwks_url {
+        let cache = JwksCache::new(jwks_options(url, settings)?)?;
+        return Ok(KeySource::Jwks(Box::new(cache)));
+    }
+    if let Some(pem) = &settings.public_key_pem {
+        return Ok(KeySource::Static(pem_key(
+            pem.as_bytes(),
+            "public_key_pem",
+        )?));
+    }
+    if let Some(path) = &settings.public_key_file {
+        let pem = read(path, "public_key_file")?;
+        return Ok(KeySource::Static(pem_key(&pem, "public_key_file")?));
+    }
+    let secret = settings.hs256_secret.as_deref().unwrap_or_default();
+    if secret.len() < 32 {
+        return Err(JwtSetupError::WeakSecret);
+    }
+    let key = DecodingKey::from_secret(secret.as_bytes()).map_err(|e| JwtSetupError::BadKey {
+        field: "hs256_secret",
+        reason: e.to_string(),
+    })?;
+    Ok(KeySource::Static(VerifyingKey {
+        key,
+        algorithm: Algorithm::HS256,
+    }))
+}
+
+fn jwks_options(url: &str, settings: &JwtSettings) -> Result<JwksOptions, JwtSetupError> {
+    let ca_pem = match &settings.jwks_ca_file {
+        Some(path) => Some(read(path, "jwks_ca_file")?),
+        None => None,
+    };
+    Ok(JwksOptions {
+        url: url.to_string(),
+        cache_ttl: Duration::from_secs(settings.jwks_cache_ttl_secs),
+        min_refetch_interval: Duration::from_secs(settings.jwks_min_refetch_secs),
+        http_timeout: Duration::from_secs(settings.jwks_timeout_secs),
+        ca_pem,
+    })
+}
+
+fn read(path: &PathBuf, field: &'static str) -> Result<Vec<u8>, JwtSetupError> {
+    std::fs::read(path).map_err(|e| JwtSetupError::Read {
+        field,
+        path: path.clone(),
+        reason: e.to_string(),
+    })
+}
+
+/// An RSA key means RS256, an EC key ES256.
+fn pem_key(pem: &[u8], field: &'static str) -> Result<VerifyingKey, JwtSetupError> {
+    if let Ok(key) = DecodingKey::from_rsa_pem(pem) {
+        return Ok(VerifyingKey {
+            key,
+            algorithm: Algorithm::RS256,
+        });
+    }
+    DecodingKey::from_ec_pem(pem)
+        .map(|key| VerifyingKey {
+            key,
+            algorithm: Algorithm::ES256,
+        })
+        .map_err(|e| JwtSetupError::BadKey {
+            field,
+            reason: format!("not an RSA or EC public key in PEM form ({e})"),
+        })
+}
+
+/// What went wrong, in words safe to send back to the caller.
+fn describe(kind: &ErrorKind) -> String {
+    match kind {
+        ErrorKind::ExpiredSignature => "token expired".into(),
+        ErrorKind::ImmatureSignature => "token not yet valid (nbf)".into(),
+        ErrorKind::InvalidAudience => "token audience not accepted".into(),
+        ErrorKind::InvalidIssuer => "token issuer not accepted".into(),
+        ErrorKind::InvalidSignature => "bad token signature".into(),
+        ErrorKind::InvalidAlgorithm => "token algorithm not accepted".into(),
+        ErrorKind::MissingRequiredClaim(claim) => format!("token lacks the '{claim}' claim"),
+        _ => "malformed token".into(),
+    }
+}
+
+fn resolve(claims: &Claims, directory: &Directory) -> Result<User, AuthError> {
+    let trusted_email = claims
+        .email
+        .as_deref()
+        .filter(|_| claims.email_verified != Some(false));
+    if let Some(user) = trusted_email.and_then(|e| directory.by_email(e)) {
+        return Ok(user.clone());
+    }
+    let name = [&claims.login, &claims.preferred_username, &claims.sub]
+        .into_iter()
+        .find_map(|c| c.as_deref().filter(|n| !n.is_empty()))
+        .ok_or_else(|| {
+            AuthError::InvalidToken(
+                "token names no user (email, login, preferred_username or sub)".into(),
+            )
+        })?;
+    Ok(directory
+        .by_username(name)
+        .cloned()
+        .unwrap_or_else(|| User {
+            username: name.to_string(),
+            email: trusted_email.map(str::to_string),
+            ..User::default()
+        }))
+}

@@ -1,0 +1,412 @@
+//! The session store: per-(handle, username) buckets of JSON variables that tools read
+//! through their context and the LLM reads and writes with `get_session`/`set_session`.
+//!
+//! - A bucket is addressed by a [`Scope`]: the handle (the legacy `Mcp-Session-Id`, a
+//!   handle minted by `new_session`, or [`DEFAULT_HANDLE`]) and the caller's username, so
+//!   two users never share a bucket and a handle is useless to anyone but its owner.
+//! - Values keep their JSON types. Each write refreshes the bucket's TTL (24 h default).
+//! - Names are checked with [`mcc_catalog::context`]'s rules before anything is stored,
+//!   so a bucket never holds a reserved or non-slug name.
+//! - Two backends behind one type: in-memory (the embedded default, one process) and
+//!   Redis (shared by every replica). When Redis is down, calls fail with
+//!   [`SessionError::Unavailable`] and work again once it is back, without a restart.
+//!
+//! Identity keys are not stored here: the context a tool sees is assembled by
+//! [`mcc_catalog::context::assemble`] from these variables and the authenticated caller.
+
+mod memory;
+mod redis;
+
+use std::time::Duration;
+
+use mcc_catalog::context::{NameError, check_writable};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub use memory::MemoryStore;
+pub use redis::RedisStore;
+
+/// The handle of a caller's bucket when the request names no session (2026-07-28
+/// clients that did not call `new_session`).
+pub const DEFAULT_HANDLE: &str = "default";
+
+/// Longest accepted handle.
+const MAX_HANDLE_LEN: usize = 128;
+
+/// The `session` section of the settings.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionSettings {
+    /// `memory` (default; one process only) or `redis` (shared by replicas).
+    #[serde(default)]
+    pub backend: SessionBackend,
+    /// `redis://[user:password@]host:port[/db]` (or `rediss://`). Unset: the `REDIS_URL`
+    /// environment variable.
+    #[serde(default)]
+    pub redis_url: Option<String>,
+    /// Seconds a bucket lives after its last write, and a `new_session` handle after
+    /// minting.
+    #[serde(default = "default_ttl")]
+    pub ttl_secs: u64,
+    /// First segment of every Redis key (`<prefix>:session:…`, `<prefix>:handle:…`).
+    #[serde(default = "default_prefix")]
+    pub key_prefix: String,
+    /// Redis connect and response timeout, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+/// Which backend holds the buckets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionBackend {
+    #[default]
+    Memory,
+    Redis,
+}
+
+fn default_ttl() -> u64 {
+    24 * 60 * 60
+}
+fn default_prefix() -> String {
+    "mcc".into()
+}
+fn default_timeout_ms() -> u64 {
+    2000
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            backend: SessionBackend::Memory,
+            redis_url: None,
+            ttl_secs: default_ttl(),
+            key_prefix: default_prefix(),
+            timeout_ms: default_timeout_ms(),
+        }
+    }
+}
+
+impl std::fmt::Debug for SessionSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSettings")
+            .field("backend", &self.backend)
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("ttl_secs", &self.ttl_secs)
+            .field("key_prefix", &self.key_prefix)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// A URL with any `user:password@` part hidden.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            format!("{}<redacted>{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A failed session operation. The texts are shown to the LLM as tool errors.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("session store unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("Invalid session '{0}': a session handle is 1 to 128 letters, digits, '-' or '_'.")]
+    BadHandle(String),
+    #[error("Unknown or expired session '{0}'. Call new_session to start a new one.")]
+    UnknownHandle(String),
+    #[error("Session '{0}' belongs to another user.")]
+    NotYourHandle(String),
+    #[error("session store holds an unreadable value for '{name}': {reason}")]
+    Corrupt { name: String, reason: String },
+}
+
+/// A bad `session` setting, named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("session.{field}: {reason}")]
+pub struct SessionSetupError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+/// Which bucket: (handle, username). The one place that turns it into storage keys.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Scope {
+    handle: String,
+    username: String,
+}
+
+impl Scope {
+    /// A bucket of `username` under `handle`. The handle may hold only letters, digits,
+    /// `-` and `_` (so keys stay unambiguous: usernames may contain `:`).
+    pub fn new(handle: &str, username: &str) -> Result<Self, SessionError> {
+        if !is_valid_handle(handle) {
+            return Err(SessionError::BadHandle(
+                handle.chars().take(MAX_HANDLE_LEN).collect(),
+            ));
+        }
+        Ok(Self {
+            handle: handle.to_string(),
+            username: username.to_string(),
+        })
+    }
+
+    /// The caller's bucket for requests that name no session.
+    pub fn default_for(username: &str) -> Self {
+        Self {
+            handle: DEFAULT_HANDLE.to_string(),
+            username: username.to_string(),
+        }
+    }
+
+    pub fn handle(&self) -> &str {
+        &self.handle
+    }
+
+    pub fn username(&self) -> &str {
+        &self.username
+    }
+
+    /// `<prefix>:session:<handle>:<username>`.
+    pub fn key(&self, prefix: &str) -> String {
+        format!("{prefix}:session:{}:{}", self.handle, self.username)
+    }
+}
+
+fn is_valid_handle(handle: &str) -> bool {
+    (1..=MAX_HANDLE_LEN).contains(&handle.len())
+        && handle
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `<prefix>:handle:<handle>`: who minted a `new_session` handle.
+fn handle_owner_key(prefix: &str, handle: &str) -> String {
+    format!("{prefix}:handle:{handle}")
+}
+
+/// A fresh random handle, `s_` + 32 hex characters (128 bits).
+fn random_handle() -> Result<String, SessionError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| SessionError::Unavailable(format!("system random source failed: {e}")))?;
+    Ok(format!("s_{}", hex::encode(bytes)))
+}
+
+/// The session store: one of the backends. Cheap to clone.
+#[derive(Clone, Debug)]
+pub enum SessionStore {
+    Memory(MemoryStore),
+    Redis(RedisStore),
+}
+
+impl SessionStore {
+    /// Build the configured backend. Redis connects lazily: the gateway starts (and
+    /// serves what needs no sessions) while Redis is down.
+    pub fn from_settings(settings: &SessionSettings) -> Result<Self, SessionSetupError> {
+        if settings.ttl_secs == 0 {
+            return Err(setup("ttl_secs", "must be at least 1"));
+        }
+        let ttl = Duration::from_secs(settings.ttl_secs);
+        match settings.backend {
+            SessionBackend::Memory => Ok(Self::Memory(MemoryStore::new(ttl))),
+            SessionBackend::Redis => {
+                if settings.key_prefix.is_empty()
+                    || settings.key_prefix.contains(char::is_whitespace)
+                {
+                    return Err(setup("key_prefix", "must be non-empty, without spaces"));
+                }
+                let url = settings
+                    .redis_url
+                    .clone()
+                    .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
+                    .ok_or_else(|| setup("redis_url", "not set (nor REDIS_URL)"))?;
+                let timeout = Duration::from_millis(settings.timeout_ms.max(1));
+                RedisStore::new(&url, &settings.key_prefix, ttl, timeout).map(Self::Redis)
+            }
+        }
+    }
+
+    /// The TTL given to buckets on write and to minted handles.
+    pub fn ttl(&self) -> Duration {
+        match self {
+            Self::Memory(m) => m.ttl(),
+            Self::Redis(r) => r.ttl(),
+        }
+    }
+
+    /// The stored value of `name`, or `None` when unset.
+    pub async fn get(&self, scope: &Scope, name: &str) -> Result<Option<Value>, SessionError> {
+        match self {
+            Self::Memory(m) => Ok(m.get(scope, name)),
+            Self::Redis(r) => r.get(scope, name).await,
+        }
+    }
+
+    /// Store one variable (atomic per variable; the bucket's TTL is refreshed). Refuses
+    /// reserved and non-slug names with the catalog's messages.
+    pub async fn set(&self, scope: &Scope, name: &str, value: Value) -> Result<(), SessionError> {
+        check_writable(name)?;
+        match self {
+            Self::Memory(m) => {
+                m.set(scope, name, value);
+                Ok(())
+            }
+            Self::Redis(r) => r.set(scope, name, &value).await,
+        }
+    }
+
+    /// Every stored variable of the bucket (empty when none).
+    pub async fn vars(&self, scope: &Scope) -> Result<Map<String, Value>, SessionError> {
+        match self {
+            Self::Memory(m) => Ok(m.vars(scope)),
+            Self::Redis(r) => r.vars(scope).await,
+        }
+    }
+
+    /// Replace all variables of the bucket at once (an fn tool's write-back). Every name
+    /// must be writable, else nothing is written: pass the output of
+    /// [`mcc_catalog::context::sanitize_write_back`].
+    pub async fn replace(
+        &self,
+        scope: &Scope,
+        vars: Map<String, Value>,
+    ) -> Result<(), SessionError> {
+        for name in vars.keys() {
+            check_writable(name)?;
+        }
+        match self {
+            Self::Memory(m) => {
+                m.replace(scope, vars);
+                Ok(())
+            }
+            Self::Redis(r) => r.replace(scope, &vars).await,
+        }
+    }
+
+    /// Time left before the bucket expires; `None` when there is no bucket.
+    pub async fn remaining(&self, scope: &Scope) -> Result<Option<Duration>, SessionError> {
+        match self {
+            Self::Memory(m) => Ok(m.remaining(scope)),
+            Self::Redis(r) => r.remaining(scope).await,
+        }
+    }
+
+    /// Mint a `new_session` handle owned by `username`, valid for [`Self::ttl`].
+    pub async fn mint_handle(&self, username: &str) -> Result<String, SessionError> {
+        loop {
+            let handle = random_handle()?;
+            let claimed = match self {
+                Self::Memory(m) => m.claim_handle(&handle, username),
+                Self::Redis(r) => r.claim_handle(&handle, username).await?,
+            };
+            // A collision of 128 random bits will not happen; if it did, draw again.
+            if claimed {
+                return Ok(handle);
+            }
+        }
+    }
+
+    /// The bucket a `session` argument names, if `username` minted that handle.
+    pub async fn scope_for_handle(
+        &self,
+        handle: &str,
+        username: &str,
+    ) -> Result<Scope, SessionError> {
+        let scope = Scope::new(handle, username)?;
+        let owner = match self {
+            Self::Memory(m) => m.handle_owner(handle),
+            Self::Redis(r) => r.handle_owner(handle).await?,
+        };
+        match owner {
+            None => Err(SessionError::UnknownHandle(handle.to_string())),
+            Some(owner) if owner != username => {
+                Err(SessionError::NotYourHandle(handle.to_string()))
+            }
+            Some(_) => Ok(scope),
+        }
+    }
+
+    /// Whether the store answers (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), SessionError> {
+        match self {
+            Self::Memory(_) => Ok(()),
+            Self::Redis(r) => r.ping().await,
+        }
+    }
+}
+
+fn setup(field: &'static str, reason: &str) -> SessionSetupError {
+    SessionSetupError {
+        field,
+        reason: reason.to_string(),
+    }
+}
+
+/// A stored JSON text back into its value.
+fn decode(name: &str, text: &str) -> Result<Value, SessionError> {
+    serde_json::from_str(text).map_err(|e| SessionError::Corrupt {
+        name: name.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unambiguous() {
+        let scope = Scope::new("abc-1_2", "system:serviceaccount:ns:bot").unwrap();
+        assert_eq!(
+            scope.key("mcc"),
+            "mcc:session:abc-1_2:system:serviceaccount:ns:bot"
+        );
+        assert_eq!(
+            Scope::default_for("alice").key("p"),
+            "p:session:default:alice"
+        );
+        for bad in ["", "a:b", "a b", &"x".repeat(129), "é"] {
+            assert!(
+                matches!(Scope::new(bad, "u"), Err(SessionError::BadHandle(_))),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_errors_name_the_field() {
+        let zero = SessionSettings {
+            ttl_secs: 0,
+            ..SessionSettings::default()
+        };
+        let err = SessionStore::from_settings(&zero).unwrap_err();
+        assert_eq!(err.to_string(), "session.ttl_secs: must be at least 1");
+        let bad_url = SessionSettings {
+            backend: SessionBackend::Redis,
+            redis_url: Some("http://nope".into()),
+            ..SessionSettings::default()
+        };
+        let err = SessionStore::from_settings(&bad_url).unwrap_err();
+        assert!(err.to_string().starts_with("session.redis_url: "), "{err}");
+    }
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("redis://u:secret@h:6379/0"),
+            "redis://<redacted>@h:6379/0"
+        );
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        let settings = SessionSettings {
+            redis_url: Some("redis://:pw@h".into()),
+            ..SessionSettings::default()
+        };
+        assert!(!format!("{settings:?}").contains("pw"));
+    }
+}

@@ -1,0 +1,275 @@
+//! The result cache (in memory and in a real Redis), transforms, and the audit event.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use mcc_gateway::exec::{Engine, Outcome, ResultCache};
+use serde_json::json;
+
+fn redis_url() -> String {
+    std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A tool key no other test run shares (the Redis server outlives test runs).
+fn unique_key(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("test.{name}_{}_{nanos}", std::process::id())
+}
+
+/// An exec tool that appends a line to `counter` on every run and prints the count.
+fn counting_tool(counter: &std::path::Path, key: &str) -> mcc_catalog::Tool {
+    let mut t = exec_tool(&format!(
+        "echo run >> {0}; wc -l < {0} | tr -d ' '",
+        counter.display()
+    ));
+    t.key = key.to_string();
+    t.cache_ttl = Some(60);
+    t
+}
+
+async fn cache_is_per_caller_and_context(engine: Engine, key: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let tool = counting_tool(&dir.path().join("runs"), key);
+    let first = call_as(&engine, &tool, json!({}), alice(), "alice")
+        .await
+        .unwrap();
+    assert_eq!(
+        (first.outcome.to_text().as_str(), first.cached),
+        ("1\n", false)
+    );
+    let again = call_as(&engine, &tool, json!({}), alice(), "alice")
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.outcome.to_text().as_str(), again.cached),
+        ("1\n", true)
+    );
+    // Another user never sees alice's result.
+    let bob_ctx = obj(json!({"user": "bob", "groups": [], "tools": []}));
+    let bob = call_as(&engine, &tool, json!({}), bob_ctx, "bob")
+        .await
+        .unwrap();
+    assert_eq!((bob.outcome.to_text().as_str(), bob.cached), ("2\n", false));
+    // Nor does alice with different session variables.
+    let mut other = alice();
+    other.insert("target".into(), json!("10.0.0.5"));
+    let out = call_as(&engine, &tool, json!({}), other, "alice")
+        .await
+        .unwrap();
+    assert_eq!((out.outcome.to_text().as_str(), out.cached), ("3\n", false));
+}
+
+#[tokio::test]
+async fn memory_cache_is_per_caller_and_context() {
+    cache_is_per_caller_and_context(engine(), &unique_key("mem")).await;
+}
+
+#[tokio::test]
+async fn redis_cache_is_per_caller_and_context() {
+    let cache = ResultCache::redis(&redis_url())
+        .await
+        .expect("Redis is running");
+    let key = unique_key("redis");
+    cache_is_per_caller_and_context(engine().with_cache(cache), &key).await;
+    // The entries live in Redis with the tool's TTL, under the documented key format.
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("mcc:exec:{key}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    let ttl: i64 = redis::cmd("TTL")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!((1..=60).contains(&ttl), "{ttl}");
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_second_engine_on_the_same_redis_gets_the_hit() {
+    let key = unique_key("shared");
+    let dir = tempfile::tempdir().unwrap();
+    let tool = counting_tool(&dir.path().join("runs"), &key);
+    let a = engine().with_cache(ResultCache::redis(&redis_url()).await.unwrap());
+    let b = engine().with_cache(ResultCache::redis(&redis_url()).await.unwrap());
+    assert!(!run(&a, &tool, json!({})).await.cached);
+    let hit = run(&b, &tool, json!({})).await;
+    assert_eq!((hit.outcome.to_text().as_str(), hit.cached), ("1\n", true));
+}
+
+#[tokio::test]
+async fn failures_are_not_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("runs");
+    let mut tool = exec_tool(&format!("echo run >> {}; exit 4", counter.display()));
+    tool.cache_ttl = Some(60);
+    let engine = engine();
+    for _ in 0..2 {
+        let out = run(&engine, &tool, json!({})).await;
+        assert!(!out.cached);
+        assert!(!out.outcome.is_success());
+    }
+    assert_eq!(
+        std::fs::read_to_string(&counter).unwrap().lines().count(),
+        2
+    );
+}
+
+#[tokio::test]
+async fn a_cache_hit_writes_no_context_back() {
+    let mut tool = fn_tool(
+        "remember",
+        json!([str_param("name"), str_param("value"), {"name": "context", "type": "dict"}]),
+    );
+    tool.cache_ttl = Some(60);
+    let engine = engine();
+    let params = json!({"name": "cursor", "value": "c1"});
+    let first = call(&engine, &tool, params.clone(), alice()).await.unwrap();
+    assert!(first.write_back.is_some());
+    let hit = call(&engine, &tool, params, alice()).await.unwrap();
+    assert!(hit.cached);
+    assert_eq!(hit.outcome, Outcome::Success(json!("stored cursor")));
+    assert_eq!(hit.write_back, None);
+}
+
+#[tokio::test]
+async fn transform_replaces_a_successful_result() {
+    let mut tool = exec_tool("echo hello {{ who }}");
+    tool.params = serde_json::from_value(json!([{"name": "who", "type": "str"}])).unwrap();
+    tool.transform = Some("tr a-z A-Z | sed s/WORLD/{{ who | quote }}/".into());
+    let out = run(&engine(), &tool, json!({"who": "world"})).await;
+    assert_eq!(out.outcome, Outcome::Success(json!("HELLO world\n")));
+    // Not applied to failures.
+    tool.kind = mcc_catalog::ToolKind::Exec {
+        command: "echo no; exit 1".into(),
+    };
+    let out = run(&engine(), &tool, json!({"who": "x"})).await;
+    assert_eq!(
+        out.outcome,
+        Outcome::Failure {
+            code: 1,
+            stdout: "no\n".into(),
+            stderr: String::new()
+        }
+    );
+}
+
+#[tokio::test]
+async fn transform_runs_with_the_tools_env_cwd_and_limits() {
+    // SAFETY: set once, before the engine reads its parent environment; only this test
+    // uses the name.
+    unsafe { std::env::set_var("MCC_TEST_TRANSFORM_SECRET", "leaked") };
+    let engine = Engine::new(settings(std::env::vars().collect()));
+    let dir = tempfile::tempdir().unwrap();
+    let mut tool = exec_tool("echo in");
+    tool.env.insert("TOOL_VAR".into(), "tool-value".into());
+    tool.cwd = Some(dir.path().to_path_buf());
+    tool.transform = Some(
+        "cat >/dev/null; echo \"$TOOL_VAR|${MCC_TEST_TRANSFORM_SECRET:-unset}|$MCC_CTX_USER|$(pwd)\""
+            .into(),
+    );
+    let out = run(&engine, &tool, json!({})).await;
+    let cwd = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        out.outcome.to_text(),
+        format!("tool-value|unset|alice|{}\n", cwd.display())
+    );
+    tool.transform = Some("ulimit -n".into());
+    tool.limits = serde_json::from_value(json!({"nofile": 77})).unwrap();
+    assert_eq!(
+        run(&engine, &tool, json!({})).await.outcome.to_text(),
+        "77\n"
+    );
+    tool.transform = Some("sleep 10".into());
+    tool.limits = serde_json::from_value(json!({"timeout": 0.5})).unwrap();
+    assert_eq!(
+        run(&engine, &tool, json!({})).await.outcome,
+        Outcome::Failure {
+            code: -1,
+            stdout: String::new(),
+            stderr: "timeout after 0.5s".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn an_fn_result_reaches_the_transform_as_json() {
+    let mut tool = fn_tool("greet", json!([str_param("name")]));
+    tool.transform = Some("cat".into());
+    let out = run(&engine(), &tool, json!({"name": "a"})).await;
+    assert_eq!(out.outcome, Outcome::Success(json!("\"hello a\"")));
+}
+
+/// Collects what a JSON `tracing` subscriber writes.
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn each_execution_emits_one_audit_event_without_values() {
+    let sink = Sink::default();
+    let writer = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let mut tool = exec_tool("echo {{ msg | quote }} {{ api_key | quote }} \"$API_TOKEN\"");
+    tool.key = "ops.echo".into();
+    tool.params = serde_json::from_value(json!([
+        {"name": "msg", "type": "str"},
+        {"name": "api_key", "type": "str", "override": "override-secret-value"}
+    ]))
+    .unwrap();
+    tool.env
+        .insert("API_TOKEN".into(), "env-secret-value".into());
+    let params = json!({"msg": "visible-value", "api_key": "override-secret-value"});
+    let out = run(&engine(), &tool, params).await;
+    assert_eq!(
+        out.outcome.to_text(),
+        "visible-value override-secret-value env-secret-value\n"
+    );
+
+    let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["target"] == "mcc::audit")
+        .collect();
+    assert_eq!(events.len(), 1, "{text}");
+    let fields = &events[0]["fields"];
+    assert_eq!(fields["caller"], "alice");
+    assert_eq!(fields["tool"], "ops.echo");
+    assert_eq!(fields["exit_code"], 0);
+    assert_eq!(fields["bytes_out"], out.outcome.to_text().len());
+    assert_eq!(fields["status"], "success");
+    assert_eq!(fields["cached"], false);
+    assert!(fields["duration_ms"].as_f64().unwrap() > 0.0);
+    assert_eq!(fields["params_hash"].as_str().unwrap().len(), 64);
+    for secret in ["visible-value", "override-secret-value", "env-secret-value"] {
+        assert!(!text.contains(secret), "{secret} was logged: {text}");
+    }
+}
