@@ -25,8 +25,9 @@ pub fn object_key(ns: Option<&str>, name: Option<&str>) -> String {
 /// What the operator concludes about one object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// In the catalog. `introspect`: an fn tool the gateway introspects on load.
-    Ready { introspect: bool },
+    /// In the catalog. `introspect`: an fn tool the gateway introspects on load;
+    /// `renamed`: it sets no name, so introspection also names it (and its key may change).
+    Ready { introspect: bool, renamed: bool },
     /// Excluded: a field breaks a rule.
     Invalid(Invalid),
     /// Excluded: another object holds the same key.
@@ -102,9 +103,12 @@ pub fn assemble(tools: &[Arc<Tool>], grants: &[Arc<UserGrant>]) -> Assembly {
                     },
                     None => {
                         winners.insert(key.clone(), id.clone());
-                        let introspect = t.introspect;
+                        let (introspect, renamed) = (t.introspect, t.name_from_callable);
                         out.document.tools.push(t);
-                        Verdict::Ready { introspect }
+                        Verdict::Ready {
+                            introspect,
+                            renamed,
+                        }
                     }
                 };
                 ToolVerdict {
@@ -126,7 +130,10 @@ pub fn assemble(tools: &[Arc<Tool>], grants: &[Arc<UserGrant>]) -> Assembly {
             Err(e) => Verdict::Invalid(e),
             Ok(()) => {
                 merge_grant(&mut users, grant);
-                Verdict::Ready { introspect: false }
+                Verdict::Ready {
+                    introspect: false,
+                    renamed: false,
+                }
             }
         };
         out.grants.insert(id, verdict);
@@ -222,6 +229,25 @@ mod tests {
         let y = TestTool::exec("y", "ns1", "greet").created("2026-01-01T00:00:00Z");
         let a = assemble(&[Arc::new(x), Arc::new(y)], &[]);
         assert_eq!(a.document.tools[0].resource, "y");
+    }
+
+    #[test]
+    fn unnamed_fn_tools_are_named_by_the_gateway() {
+        let mut t = TestTool::exec("t", "ns", "ignored");
+        (t.spec.exec, t.spec.name) = (None, None);
+        t.spec.func = Some("pkg.mod:build".into());
+        let a = assemble(&[Arc::new(t)], &[]);
+        let v = &a.tools["ns/t"];
+        assert_eq!(v.key.as_deref(), Some("build"), "provisional key");
+        assert_eq!(
+            v.verdict,
+            Verdict::Ready {
+                introspect: true,
+                renamed: true
+            }
+        );
+        let (_, _, message) = crate::status::ready_reason(&v.verdict);
+        assert!(message.contains("its key may differ"), "{message}");
     }
 
     #[test]

@@ -17,17 +17,31 @@ pub const FIELD_MANAGER: &str = "mcc-operator";
 /// The `Ready` condition's reason and message for a verdict.
 pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
     match verdict {
-        Verdict::Ready { introspect: false } => (true, "Published", "in the catalog".into()),
-        Verdict::Ready { introspect: true } => (
+        Verdict::Ready {
+            introspect: false, ..
+        } => (true, "Published", "in the catalog".into()),
+        Verdict::Ready {
+            introspect: true,
+            renamed,
+        } => (
             true,
             "Published",
-            "in the catalog; params or return type not declared: each gateway introspects this fn tool when it loads the catalog".into(),
+            format!(
+                "in the catalog; params or return type not declared: each gateway introspects this fn tool when it loads the catalog{}",
+                if *renamed {
+                    " (no name set: the gateway names it after the callable, so its key may differ from status.key)"
+                } else {
+                    ""
+                }
+            ),
         ),
         Verdict::Invalid(e) => (false, "InvalidSpec", e.to_string()),
         Verdict::Duplicate { winner } => (
             false,
             "DuplicateKey",
-            format!("the key is already served by Tool {winner} (older, or same age and first by namespace/name)"),
+            format!(
+                "the key is already served by Tool {winner} (older, or same age and first by namespace/name)"
+            ),
         ),
     }
 }

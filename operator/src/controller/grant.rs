@@ -25,7 +25,10 @@ pub async fn reconcile(grant: Arc<UserGrant>, ctx: Arc<Context>) -> Result<Actio
     let verdict = assemble(&[], std::slice::from_ref(&grant))
         .grants
         .remove(&id)
-        .unwrap_or(Verdict::Ready { introspect: false });
+        .unwrap_or(Verdict::Ready {
+            introspect: false,
+            renamed: false,
+        });
     let wants_key = grant.spec.api_key.as_ref().is_some_and(|k| k.enabled);
     let previous = grant.status.clone().unwrap_or_default();
     let mut requeue = RESYNC;
