@@ -1,6 +1,10 @@
 //! Tool keys: `groups.name`, with `public` then `admin` first and the other groups in the
 //! order they were declared. This is the only place a key is built.
 
+/// The longest key accepted: a key must fit in a Kubernetes object name and label-free
+/// annotation, so the file loader and the operator agree on 253 characters.
+pub const MAX_KEY_LEN: usize = 253;
+
 /// Groups in key order: `public`, then `admin`, then the rest as declared.
 pub fn sorted_groups(groups: &[String]) -> Vec<&str> {
     let rank = |g: &str| match g {

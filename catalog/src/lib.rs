@@ -4,9 +4,16 @@
 //! - [`key`], [`rbac`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
 //!   catalog's rules, each in one place and free of I/O;
 //! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
-//!   and run Python for fn introspection).
+//!   and run Python for fn introspection);
+//! - [`document`], [`apikey`]: the catalog document the operator publishes and gateways
+//!   in Kubernetes mode load, and the API-key format it carries;
+//! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources.
 
+pub mod apikey;
 pub mod context;
+#[cfg(feature = "crd")]
+pub mod crd;
+pub mod document;
 pub mod env;
 pub mod introspect;
 pub mod key;

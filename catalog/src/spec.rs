@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::key::tool_key;
+use crate::key::{MAX_KEY_LEN, tool_key};
 use crate::template;
 use crate::tool::{EnvPassthrough, Limits, Param, ParamType, Tool, ToolKind};
 
@@ -328,8 +328,18 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
     // MCC treats `params: []` like absent params on fn tools.
     let needs_introspection = kind.is_fn() && (params.is_empty() || entry.return_type.is_none());
     let name_from_callable = name_from_callable && needs_introspection;
+    let key = tool_key(&entry.groups, &name);
+    if key.len() > MAX_KEY_LEN {
+        return Err(err(
+            "name",
+            format!(
+                "the key '{key}' is {} characters long; at most {MAX_KEY_LEN} are allowed",
+                key.len()
+            ),
+        ));
+    }
     let tool = Tool {
-        key: tool_key(&entry.groups, &name),
+        key,
         name,
         groups: entry.groups,
         description: entry.description.unwrap_or_default(),
@@ -502,6 +512,15 @@ mod tests {
         assert_eq!(t.transform.as_deref(), Some("sort | head -n 1"));
         assert_eq!(t.env["N"], "30");
         assert_eq!(t.env["B"], "True");
+    }
+
+    #[test]
+    fn keys_are_at_most_253_characters() {
+        let long = "n".repeat(250);
+        assert!(build(json!({"name": long, "exec": "ls", "groups": ["ab"]})).is_ok());
+        let e = build(json!({"name": long, "exec": "ls", "groups": ["abc"]})).unwrap_err();
+        assert_eq!(e.field, "name");
+        assert!(e.message.contains("254 characters"), "{}", e.message);
     }
 
     #[test]

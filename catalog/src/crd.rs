@@ -1,0 +1,373 @@
+//! The `Tool` and `UserGrant` custom resources (`mcc.dev/v1alpha1`), behind the `crd`
+//! feature so the file-mode build stays free of kube.
+//!
+//! These types are the Kubernetes form of an MCC tool entry and of a user's grants. They
+//! carry the OpenAPI schema (with CEL rules) the API server checks before admission; the
+//! catalog's own rules (templates compile, param types, keys) are applied by the operator
+//! through [`crate::spec::build_tool`], the same code the file loader uses. Field types
+//! here stay lenient where a strict Rust type would make one bad object break a watch
+//! (e.g. a param `type` is a string checked by the schema enum and by `build_tool`).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::tool::ParamType;
+
+/// The API group of both resources.
+pub const GROUP: &str = "mcc.dev";
+/// The API version of both resources.
+pub const VERSION: &str = "v1alpha1";
+
+/// One catalog tool: every field of an MCC YAML tool entry, in Kubernetes form.
+// Several `printcolumn(type_ = ...)` are not duplicates; clippy reads them as such.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "mcc.dev",
+    version = "v1alpha1",
+    kind = "Tool",
+    namespaced,
+    status = "ToolStatus",
+    shortname = "mcct",
+    category = "mcc",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "An MCC catalog tool: an exec, fn or curl tool served by the MCC gateways.",
+    printcolumn(name = "Key", type_ = "string", json_path = ".status.key"),
+    printcolumn(name = "Kind", type_ = "string", json_path = ".status.toolKind"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "(has(self.exec) ? 1 : 0) + (has(self.fn) ? 1 : 0) + (has(self.curl) ? 1 : 0) == 1",
+        "message": "exactly one of exec, fn or curl must be set"
+    },
+    {
+        "rule": "has(self.fn) || has(self.name)",
+        "message": "exec and curl tools must specify a name"
+    },
+    {
+        "rule": "!has(self.python) || has(self.fn)",
+        "message": "python can only be used with fn"
+    },
+    {
+        "rule": "(has(self.groups) ? self.groups.map(g, g.size() + 1).sum() : 0) + (has(self.name) ? self.name.size() : 0) <= 253",
+        "message": "the tool key (groups and name joined by dots) must be at most 253 characters"
+    }
+]))]
+pub struct ToolSpec {
+    /// The tool's name; the last part of its key. Required for exec and curl tools; fn
+    /// tools default to the callable's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[^.\s]+$"))]
+    pub name: Option<String>,
+    /// Groups: RBAC and the key's prefix (`public` and `admin` sort first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 63), regex(pattern = r"^[^.\s]+$"))
+    )]
+    pub groups: Vec<String>,
+    /// What the tool does, shown to the LLM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// An example call, shown in the signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
+    /// A Jinja shell template run by `sh -c`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<String>,
+    /// A Python callable `module:attr` run by the stdlib-only runner.
+    #[serde(default, rename = "fn", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub func: Option<String>,
+    /// MCC's curl shorthand: a URL (quoted) or curl arguments (raw).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curl: Option<String>,
+    /// The Python interpreter of an fn tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<String>,
+    /// Declared parameters. An fn tool without them is introspected by the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Vec<ToolParam>>,
+    /// Send the validated params as JSON on stdin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<bool>,
+    /// Per-execution resource limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ToolLimits>,
+    /// Working directory of the tool process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// Environment variables, as in a Pod: `value`, or `valueFrom` a Secret or ConfigMap
+    /// key (resolved by the gateway at execution time; never copied into the catalog).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Whole Secrets or ConfigMaps as environment (the form of MCC's `env_file`),
+    /// applied before `env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
+    /// `true`: the gateway's whole environment; a list: fnmatch globs of names passed
+    /// through; `false` (default): the env floor only.
+    /// Kept as raw JSON (its shape is checked by the operator) so that one malformed
+    /// object cannot break the operator's watch of all Tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "bool_or_string_list")]
+    pub env_passthrough: Option<Value>,
+    /// A shell pipeline applied to successful output, or a list of stages joined by `|`.
+    /// Raw JSON, for the same reason as `envPassthrough`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string_or_string_list")]
+    pub transform: Option<Value>,
+    /// Cache results of this tool for this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_ttl: Option<u64>,
+    /// The return type shown in an fn tool's signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub return_type: Option<String>,
+    /// Where the tool runs: a local subprocess of the gateway (default) or a Pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+}
+
+/// One declared parameter.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolParam {
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// One of `str`, `int`, `float`, `bool`, `list`, `dict` (default `str`).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "param_type_name")]
+    pub ty: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_value")]
+    pub default: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_value")]
+    pub example: Option<Value>,
+    /// A forced value (`null` included): hidden from callers, always wins.
+    #[serde(
+        default,
+        rename = "override",
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(schema_with = "any_value")]
+    pub override_value: Option<Value>,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// Resource limits of one execution (camelCase forms of MCC's `limits`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolLimits {
+    /// Wall-clock seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub timeout: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_sec: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsize_mb: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nofile: Option<u64>,
+}
+
+/// Where a tool runs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Runtime {
+    /// A subprocess of the gateway (MCC's behaviour).
+    Local(LocalRuntime),
+    /// An ephemeral Pod per execution.
+    Pod(PodRuntime),
+}
+
+/// The local runtime has no settings.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct LocalRuntime {}
+
+/// An ephemeral Pod per execution.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRuntime {
+    /// The container image that holds the tool's command or Python module.
+    #[schemars(length(min = 1))]
+    pub image: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+}
+
+/// What the operator found for a Tool.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStatus {
+    /// The catalog key (groups and name joined by dots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `exec`, `fn` or `curl`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_kind: Option<String>,
+    /// `Ready`: in the published catalog, or why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// A user's identity and grants. Several grants for one username are unioned.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "mcc.dev",
+    version = "v1alpha1",
+    kind = "UserGrant",
+    namespaced,
+    status = "UserGrantStatus",
+    shortname = "mccug",
+    category = "mcc",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "An MCC user: identity, groups and explicit tool grants, optional bindings and API key.",
+    printcolumn(name = "User", type_ = "string", json_path = ".spec.username"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct UserGrantSpec {
+    /// The username tools see as `user` and RBAC checks.
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^\S+$"))]
+    pub username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1, max = 63), regex(pattern = r"^[^.\s]+$")))]
+    pub groups: Vec<String>,
+    /// Tool keys granted explicitly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1, max = 253)))]
+    pub tools: Vec<String>,
+    /// In-cluster ServiceAccounts that act as this user (checked by TokenReview).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<ServiceAccountBinding>,
+    /// OIDC `sub` claims that act as this user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(inner(length(min = 1)))]
+    pub oidc_subjects: Vec<String>,
+    /// Ask the operator for an API key, stored in a Secret owned by this grant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<ApiKeySpec>,
+}
+
+/// A ServiceAccount bound to a user. `namespace` defaults to the grant's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceAccountBinding {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// API key issuance.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeySpec {
+    pub enabled: bool,
+    /// Days until the key expires and is rotated; absent or 0: never (MCC's default is 90).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 3650))]
+    pub ttl_days: Option<u32>,
+}
+
+/// What the operator found for a UserGrant.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UserGrantStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The issued API key's public part; the raw key is only in the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<ApiKeyStatus>,
+}
+
+/// The public part of an issued API key.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyStatus {
+    /// The Secret (in the grant's namespace) holding the raw key under `apiKey`.
+    pub secret_name: String,
+    pub prefix: String,
+    /// Hex SHA-256 of the whole raw key.
+    pub sha256: String,
+    /// RFC 3339; absent: never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+}
+
+fn any_value(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "x-kubernetes-preserve-unknown-fields": true, "nullable": true })
+}
+
+// A structural schema cannot say "boolean or list" (no `type` inside anyOf), and the API
+// server compiles no CEL rule on an untyped node; the operator checks these shapes and
+// reports `spec.envPassthrough` / `spec.transform` in the Tool's status.
+fn bool_or_string_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "true, false, or a list of fnmatch globs over variable names",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+fn string_or_string_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "a shell pipeline, or a list of stages joined with ' | '",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+fn param_type_name(_: &mut SchemaGenerator) -> Schema {
+    let names: Vec<&str> = ParamType::ALL.iter().map(|t| t.as_str()).collect();
+    json_schema!({ "type": "string", "enum": names })
+}

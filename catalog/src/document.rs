@@ -1,0 +1,438 @@
+//! The catalog document: what the operator publishes and gateways in Kubernetes mode
+//! load. One JSON object with every ready tool and every user, sorted so the same catalog
+//! always encodes to the same bytes (and so the same hash).
+//!
+//! It holds no secret values: environment from Secrets and ConfigMaps stays a reference
+//! ([`EnvValueRef`], [`EnvFromRef`]) that the gateway resolves at execution time in the
+//! tool's namespace, and API keys appear only as prefix, SHA-256 and expiry.
+//!
+//! Wire form (a ConfigMap): the JSON under [`DATA_KEY`] in `data`, or gzip-compressed under
+//! [`GZIP_KEY`] in `binaryData` when it is larger than [`COMPRESS_ABOVE`]; the content hash
+//! in the [`HASH_ANNOTATION`] annotation. [`encode`] refuses a document that would not fit
+//! under Kubernetes' 1 MiB object limit; [`decode`] reads either form.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::tool::{Tool, User};
+
+/// The format version gateways check before loading.
+pub const FORMAT_VERSION: u32 = 1;
+/// The `data` key of the uncompressed document.
+pub const DATA_KEY: &str = "catalog.json";
+/// The `binaryData` key of the gzip-compressed document.
+pub const GZIP_KEY: &str = "catalog.json.gz";
+/// Annotation holding the hex SHA-256 of the uncompressed JSON.
+pub const HASH_ANNOTATION: &str = "mcc.dev/catalog-hash";
+/// Annotation holding [`FORMAT_VERSION`].
+pub const FORMAT_ANNOTATION: &str = "mcc.dev/catalog-format";
+/// Documents larger than this (bytes of JSON) are stored gzip-compressed.
+pub const COMPRESS_ABOVE: usize = 256 * 1024;
+/// The largest payload accepted: Kubernetes objects are limited to 1 MiB (1,048,576
+/// bytes) and binaryData travels base64-encoded; this leaves room for metadata.
+pub const MAX_PAYLOAD: usize = 1_000_000;
+
+/// Everything a gateway needs to serve the catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogDocument {
+    /// [`FORMAT_VERSION`] of the writer.
+    pub format: u32,
+    /// Ready tools, sorted by key.
+    pub tools: Vec<CatalogTool>,
+    /// Users (grants unioned by username), sorted by username.
+    pub users: Vec<CatalogUser>,
+}
+
+impl Default for CatalogDocument {
+    fn default() -> Self {
+        Self {
+            format: FORMAT_VERSION,
+            tools: Vec::new(),
+            users: Vec::new(),
+        }
+    }
+}
+
+/// One tool and what the catalog model alone cannot say: where it was declared, the
+/// references its environment comes from, where it runs, and whether its fn signature
+/// still has to be introspected by the gateway.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogTool {
+    pub tool: Tool,
+    /// Namespace of the Tool resource: references resolve there.
+    pub namespace: String,
+    /// Name of the Tool resource.
+    pub resource: String,
+    /// `envFrom` sources, applied in order after the passthrough and before `env`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromRef>,
+    /// `env` entries with `valueFrom`, applied in declared order together with the plain
+    /// values of `tool.env` (a later entry of one name wins, as in a Pod).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_value_from: Vec<EnvValueRef>,
+    #[serde(default, skip_serializing_if = "Runtime::is_local")]
+    pub runtime: Runtime,
+    /// An fn tool whose params or return type were not declared: the gateway fills them
+    /// in by introspection when it loads the document.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub introspect: bool,
+    /// The Tool gave no `name`: introspection replaces the provisional name (the fn path's
+    /// last segment) with the callable's `__name__` and recomputes the key, as MCC does
+    /// ([`crate::introspect::Pending::name_from_callable`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub name_from_callable: bool,
+}
+
+/// A whole Secret or ConfigMap as environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvFromRef {
+    pub source: RefKind,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// A missing object is skipped instead of failing the call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// One variable taken from a key of a Secret or ConfigMap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvValueRef {
+    /// The variable's name.
+    pub env: String,
+    pub source: RefKind,
+    /// The Secret or ConfigMap.
+    pub name: String,
+    pub key: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
+}
+
+/// What kind of object a reference names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RefKind {
+    Secret,
+    ConfigMap,
+}
+
+/// Where a tool runs.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Runtime {
+    /// A subprocess of the gateway.
+    #[default]
+    Local,
+    /// An ephemeral Pod per execution, in the tool's namespace.
+    Pod(PodSpec),
+}
+
+impl Runtime {
+    pub fn is_local(&self) -> bool {
+        matches!(self, Runtime::Local)
+    }
+}
+
+/// The Pod a `pod` runtime tool runs in.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    pub image: String,
+    /// A Kubernetes `ResourceRequirements` object, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_name: Option<String>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub node_selector: std::collections::BTreeMap<String, String>,
+}
+
+/// A user and the credentials that act as them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogUser {
+    pub user: User,
+    /// ServiceAccounts (`namespace`, `name`) whose tokens act as this user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub service_accounts: Vec<ServiceAccountRef>,
+    /// OIDC `sub` claims that act as this user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oidc_subjects: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_keys: Vec<crate::apikey::ApiKeyRecord>,
+}
+
+/// A ServiceAccount by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceAccountRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl CatalogDocument {
+    /// Sorts tools by key and users by username, and each user's lists, so equal catalogs
+    /// encode to equal bytes.
+    pub fn normalize(&mut self) {
+        self.tools.sort_by(|a, b| a.tool.key.cmp(&b.tool.key));
+        self.users
+            .sort_by(|a, b| a.user.username.cmp(&b.user.username));
+        for u in &mut self.users {
+            u.service_accounts.sort();
+            u.service_accounts.dedup();
+            u.oidc_subjects.sort();
+            u.oidc_subjects.dedup();
+            u.api_keys.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+        }
+    }
+}
+
+impl CatalogDocument {
+    /// The user a ServiceAccount (as TokenReview reports it) acts as.
+    pub fn user_by_service_account(&self, namespace: &str, name: &str) -> Option<&CatalogUser> {
+        self.users.iter().find(|u| {
+            u.service_accounts
+                .iter()
+                .any(|sa| sa.namespace == namespace && sa.name == name)
+        })
+    }
+
+    /// The user an OIDC `sub` claim acts as.
+    pub fn user_by_oidc_subject(&self, subject: &str) -> Option<&CatalogUser> {
+        self.users
+            .iter()
+            .find(|u| u.oidc_subjects.iter().any(|s| s == subject))
+    }
+
+    /// The user and key record a raw API key belongs to: looked up by prefix, then
+    /// compared by SHA-256 in constant time. Expiry is the caller's to check
+    /// ([`crate::apikey::ApiKeyRecord::expired`]).
+    pub fn user_by_api_key(
+        &self,
+        raw: &str,
+    ) -> Option<(&CatalogUser, &crate::apikey::ApiKeyRecord)> {
+        let prefix = crate::apikey::prefix_of(raw)?;
+        self.users.iter().find_map(|u| {
+            u.api_keys
+                .iter()
+                .find(|k| k.prefix == prefix && k.matches(raw))
+                .map(|k| (u, k))
+        })
+    }
+}
+
+/// Why a document cannot be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DocumentError {
+    #[error(
+        "the catalog is too large for one ConfigMap: {size} bytes after compression (limit {limit}); split tools across fewer fields or remove some"
+    )]
+    TooLarge { size: usize, limit: usize },
+    #[error("catalog document is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("catalog document cannot be (de)compressed: {0}")]
+    Gzip(#[from] std::io::Error),
+    #[error("catalog document format {found} is not supported (this build reads {FORMAT_VERSION})")]
+    Format { found: u32 },
+    #[error("the ConfigMap holds neither '{DATA_KEY}' nor '{GZIP_KEY}'")]
+    Missing,
+}
+
+/// A document ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Encoded {
+    /// Hex SHA-256 of the uncompressed JSON.
+    pub hash: String,
+    pub payload: Payload,
+}
+
+/// The stored bytes: plain JSON text for `data`, or gzip for `binaryData`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Payload {
+    Json(String),
+    Gzip(Vec<u8>),
+}
+
+impl Payload {
+    /// The key the payload is stored under.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Payload::Json(_) => DATA_KEY,
+            Payload::Gzip(_) => GZIP_KEY,
+        }
+    }
+
+    /// Bytes the payload takes in the object (binaryData is base64 on the wire).
+    pub fn stored_size(&self) -> usize {
+        match self {
+            Payload::Json(s) => s.len(),
+            Payload::Gzip(b) => b.len().div_ceil(3) * 4,
+        }
+    }
+}
+
+/// Serializes (normalized), hashes, and compresses when large.
+pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
+    let mut doc = doc.clone();
+    doc.normalize();
+    let json = serde_json::to_string(&doc)?;
+    let hash = hex::encode(Sha256::digest(json.as_bytes()));
+    let payload = if json.len() > COMPRESS_ABOVE {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(json.as_bytes())?;
+        Payload::Gzip(gz.finish()?)
+    } else {
+        Payload::Json(json)
+    };
+    let size = payload.stored_size();
+    if size > MAX_PAYLOAD {
+        return Err(DocumentError::TooLarge {
+            size,
+            limit: MAX_PAYLOAD,
+        });
+    }
+    Ok(Encoded { hash, payload })
+}
+
+/// Reads a document from the ConfigMap's `data[DATA_KEY]` or `binaryData[GZIP_KEY]`.
+pub fn decode(json: Option<&str>, gzip: Option<&[u8]>) -> Result<CatalogDocument, DocumentError> {
+    let text = match (json, gzip) {
+        (Some(text), _) => text.to_string(),
+        (None, Some(bytes)) => {
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(bytes).read_to_string(&mut out)?;
+            out
+        }
+        (None, None) => return Err(DocumentError::Missing),
+    };
+    let format = serde_json::from_str::<FormatOnly>(&text)?.format;
+    if format != FORMAT_VERSION {
+        return Err(DocumentError::Format { found: format });
+    }
+    Ok(serde_json::from_str(&text)?)
+}
+
+#[derive(Deserialize)]
+struct FormatOnly {
+    format: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(key: &str) -> CatalogTool {
+        CatalogTool {
+            tool: serde_json::from_value(
+                json!({"key": key, "name": key, "kind": "exec", "command": "echo"}),
+            )
+            .unwrap(),
+            namespace: "ns".into(),
+            resource: key.into(),
+            env_from: vec![],
+            env_value_from: vec![],
+            runtime: Runtime::Local,
+            introspect: false,
+            name_from_callable: false,
+        }
+    }
+
+    #[test]
+    fn small_documents_are_plain_json_and_round_trip() {
+        let doc = CatalogDocument {
+            tools: vec![tool("b"), tool("a")],
+            ..Default::default()
+        };
+        let enc = encode(&doc).unwrap();
+        let Payload::Json(text) = &enc.payload else {
+            panic!("expected plain JSON")
+        };
+        let back = decode(Some(text), None).unwrap();
+        assert_eq!(back.tools[0].tool.key, "a", "normalized order");
+        let mut reordered = doc.clone();
+        reordered.tools.reverse();
+        assert_eq!(encode(&reordered).unwrap().hash, enc.hash);
+    }
+
+    #[test]
+    fn large_documents_are_gzipped_and_too_large_ones_refused() {
+        let mut doc = CatalogDocument::default();
+        for i in 0..2000 {
+            let mut t = tool(&format!("tool{i:05}"));
+            t.tool.description = "a fairly long description ".repeat(8);
+            doc.tools.push(t);
+        }
+        let enc = encode(&doc).unwrap();
+        let Payload::Gzip(bytes) = &enc.payload else {
+            panic!("expected gzip")
+        };
+        assert_eq!(decode(None, Some(bytes)).unwrap().tools.len(), 2000);
+
+        // Incompressible descriptions push it over the limit.
+        let mut huge = CatalogDocument::default();
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        for i in 0..1200u32 {
+            let mut t = tool(&format!("t{i}"));
+            t.tool.description = (0..1000)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(b'!' + (state % 90) as u8)
+                })
+                .collect();
+            huge.tools.push(t);
+        }
+        assert!(matches!(encode(&huge), Err(DocumentError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn identities_resolve_to_users() {
+        let raw = crate::apikey::format_key(&[0xab; 6], &[1; 32]);
+        let doc = CatalogDocument {
+            users: vec![CatalogUser {
+                user: User {
+                    username: "alice".into(),
+                    ..Default::default()
+                },
+                service_accounts: vec![ServiceAccountRef {
+                    namespace: "agents".into(),
+                    name: "bot".into(),
+                }],
+                oidc_subjects: vec!["sub-1".into()],
+                api_keys: vec![crate::apikey::ApiKeyRecord::of(&raw, None).unwrap()],
+            }],
+            ..Default::default()
+        };
+        let name = |u: Option<&CatalogUser>| u.map(|u| u.user.username.clone());
+        assert_eq!(
+            name(doc.user_by_service_account("agents", "bot")).as_deref(),
+            Some("alice")
+        );
+        assert_eq!(name(doc.user_by_service_account("other", "bot")), None);
+        assert_eq!(
+            name(doc.user_by_oidc_subject("sub-1")).as_deref(),
+            Some("alice")
+        );
+        assert_eq!(doc.user_by_api_key(&raw).unwrap().0.user.username, "alice");
+        let forged = crate::apikey::format_key(&[0xab; 6], &[2; 32]);
+        assert!(
+            doc.user_by_api_key(&forged).is_none(),
+            "same prefix, other secret"
+        );
+        assert!(doc.user_by_api_key("not-a-key").is_none());
+    }
+
+    #[test]
+    fn decode_names_what_is_wrong() {
+        assert!(matches!(decode(None, None), Err(DocumentError::Missing)));
+        let e = decode(Some(r#"{"format": 99, "tools": [], "users": []}"#), None).unwrap_err();
+        assert!(e.to_string().contains("format 99"), "{e}");
+    }
+}

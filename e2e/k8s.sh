@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# End-to-end check of the operator against a real cluster (kind, k3d, ...).
+#
+#   KUBECONFIG=~/.kube/config e2e/k8s.sh
+#
+# Installs the CRDs and the operator (manifests/operator.yaml; set MCC_OPERATOR_IMAGE to
+# the image to test, or SKIP_OPERATOR_INSTALL=1 when one already runs), applies
+# examples/k8s/, and checks that every example Tool becomes Ready, that the catalog
+# ConfigMap lists their keys and holds no secret value, that the API-key Secret exists,
+# and that an invalid Tool is rejected at admission.
+# Skips (exit 0, with a message) when no cluster is reachable.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+NS_OP=mcc-system
+NS_TOOLS=mcc-tools
+TIMEOUT=${TIMEOUT:-120}
+
+if ! command -v kubectl >/dev/null; then
+  echo "SKIP: kubectl is not installed"; exit 0
+fi
+if [ -z "${KUBECONFIG:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
+  echo "SKIP: no KUBECONFIG and no ~/.kube/config: no cluster to test against"; exit 0
+fi
+if ! kubectl version --request-timeout=5s >/dev/null 2>&1; then
+  echo "SKIP: no Kubernetes API server is reachable with the current kubeconfig"; exit 0
+fi
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "--- $*"; }
+
+step "installing the CRDs"
+kubectl apply --server-side -f crds/
+kubectl wait --for condition=Established --timeout=60s crd/tools.mcc.dev crd/usergrants.mcc.dev
+
+if [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
+  step "installing the operator"
+  if [ -n "${MCC_OPERATOR_IMAGE:-}" ]; then
+    sed "s#ghcr.io/mcc-k8s/mcc-operator:0.1.0#${MCC_OPERATOR_IMAGE}#" manifests/operator.yaml | kubectl apply -f -
+  else
+    kubectl apply -f manifests/operator.yaml
+  fi
+  kubectl -n "$NS_OP" rollout status deploy/mcc-operator --timeout="${TIMEOUT}s"
+fi
+
+step "applying examples/k8s"
+kubectl apply -f examples/k8s/namespace.yaml
+kubectl apply -f examples/k8s/
+
+step "waiting for every example Tool to be Ready"
+kubectl -n "$NS_TOOLS" wait --for=condition=Ready --timeout="${TIMEOUT}s" tools.mcc.dev --all
+kubectl -n "$NS_TOOLS" get mcct
+kubectl -n "$NS_TOOLS" get mccug
+
+step "checking the catalog ConfigMap"
+deadline=$((SECONDS + TIMEOUT))
+until catalog=$(kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.data.catalog\.json}' 2>/dev/null) \
+      && [[ "$catalog" == *'"public.greet"'* ]]; do
+  [ $SECONDS -lt $deadline ] || fail "the catalog ConfigMap does not list public.greet"
+  sleep 2
+done
+for key in public.greet ops.whoami_echo ops.api_status reports.summary; do
+  [[ "$catalog" == *"\"$key\""* ]] || fail "catalog lacks $key"
+done
+[[ "$catalog" != *change-me* ]] || fail "a secret value leaked into the catalog"
+[[ "$catalog" == *'"envValueFrom"'* ]] || fail "the valueFrom reference is missing"
+hash=$(kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.metadata.annotations.mcc\.dev/catalog-hash}')
+[ -n "$hash" ] || fail "the catalog ConfigMap has no hash annotation"
+
+step "checking the API key of UserGrant alice"
+kubectl -n "$NS_TOOLS" wait --for=condition=Ready --timeout="${TIMEOUT}s" usergrants.mcc.dev/alice
+kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey}' | base64 -d | grep -Eq '^mcc_[0-9a-f]{12}_' \
+  || fail "Secret alice-api-key holds no mcc_<prefix>_<secret> key"
+prefix=$(kubectl -n "$NS_TOOLS" get usergrant alice -o jsonpath='{.status.apiKey.prefix}')
+[ -n "$prefix" ] || fail "UserGrant alice has no status.apiKey.prefix"
+deadline=$((SECONDS + TIMEOUT))
+until kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.data.catalog\.json}' | grep -q "\"$prefix\""; do
+  [ $SECONDS -lt $deadline ] || fail "the catalog does not carry alice's key prefix $prefix"
+  sleep 2
+done
+
+step "an invalid Tool is rejected at admission"
+if kubectl -n "$NS_TOOLS" apply -f - <<'YAML' 2>/tmp/mcc-e2e-invalid.txt; then
+apiVersion: mcc.dev/v1alpha1
+kind: Tool
+metadata: {name: invalid, namespace: mcc-tools}
+spec: {name: invalid, exec: "ls", fn: "m:f"}
+YAML
+  fail "a Tool with both exec and fn was admitted"
+fi
+grep -q "exactly one of exec, fn or curl" /tmp/mcc-e2e-invalid.txt || fail "unexpected admission error: $(cat /tmp/mcc-e2e-invalid.txt)"
+
+step "a broken template is admitted but not Ready, with an Event"
+kubectl -n "$NS_TOOLS" apply -f - <<'YAML'
+apiVersion: mcc.dev/v1alpha1
+kind: Tool
+metadata: {name: broken, namespace: mcc-tools}
+spec: {name: broken, exec: "echo {{ oops "}
+YAML
+kubectl -n "$NS_TOOLS" wait --for=jsonpath='{.status.conditions[0].reason}'=InvalidSpec --timeout="${TIMEOUT}s" tool/broken
+kubectl -n "$NS_TOOLS" delete tool broken
+kubectl -n "$NS_TOOLS" wait --for=condition=Ready --timeout=10s tools.mcc.dev/public.greet
+
+echo "PASS: operator e2e"

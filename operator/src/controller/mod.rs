@@ -1,0 +1,91 @@
+//! The reconcilers of `Tool` ([`tool`]) and `UserGrant` ([`grant`]), in the kube-rs
+//! `controller-rs` style: `reconcile(obj, ctx) -> Result<Action>` plus an
+//! `error_policy`, sharing one [`Context`].
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use mcc_catalog::crd::{Tool, UserGrant};
+use tokio::sync::Notify;
+
+use crate::metrics::Metrics;
+
+pub mod grant;
+pub mod tool;
+
+#[cfg(test)]
+mod tests;
+
+/// Shared handles of both reconcilers and the publisher.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// Every Tool the Tool controller's watch has seen.
+    pub tools: Store<Tool>,
+    /// Every UserGrant the UserGrant controller's watch has seen.
+    pub grants: Store<UserGrant>,
+    /// Publishes Kubernetes Events about the objects.
+    pub recorder: Recorder,
+    /// Reconcile counts, errors and durations.
+    pub metrics: Arc<Metrics>,
+    /// Wakes the publisher after a change (it debounces).
+    pub publish: Arc<Notify>,
+    /// Why the last catalog could not be published (e.g. too large); shown on every Tool.
+    pub catalog_error: Arc<RwLock<Option<String>>>,
+}
+
+/// How often an unchanged object is looked at again.
+pub const RESYNC: Duration = Duration::from_secs(600);
+/// Back-off after a failed reconcile.
+pub const RETRY: Duration = Duration::from_secs(15);
+
+impl Context {
+    /// A context over the given stores, with a fresh Event recorder.
+    pub fn new(
+        client: Client,
+        tools: Store<Tool>,
+        grants: Store<UserGrant>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "mcc-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            tools,
+            grants,
+            metrics,
+            publish: Arc::new(Notify::new()),
+            catalog_error: Arc::new(RwLock::new(None)),
+        }
+    }
+
+    /// The publisher's current failure, if any.
+    pub fn catalog_error(&self) -> Option<String> {
+        self.catalog_error.read().ok().and_then(|e| e.clone())
+    }
+
+    /// Publishes a Warning Event about `obj` (failures are logged, never fatal).
+    pub async fn warn<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        reason: &str,
+        note: &str,
+    ) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "Validate".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            tracing::warn!(error = %e, "cannot publish event");
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! Leader election with a `coordination.k8s.io/v1` Lease, so that of several operator
+//! replicas exactly one reconciles and publishes.
+//!
+//! A replica takes the Lease when it is free or its holder stopped renewing it for a
+//! whole `leaseDurationSeconds`, then renews it every third of that. Every write replaces
+//! the Lease at the resourceVersion just read, so two replicas racing for it cannot both
+//! win (the loser gets 409 Conflict). A leader that cannot renew within the lease
+//! duration stops: the process exits and its replacement starts as a follower.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use crate::{Error, Result};
+
+/// One replica's view of the Lease.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+}
+
+impl LeaderElector {
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        duration: Duration,
+    ) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+            identity: identity.to_string(),
+            duration,
+        }
+    }
+
+    /// Tries once to take or renew the Lease; `Ok(true)` when this replica holds it.
+    pub async fn try_acquire_or_renew(&self, now: Timestamp) -> Result<bool> {
+        let seconds = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = self.api.get_opt(&self.name).await.map_err(Error::Kube)? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(MicroTime(now)),
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return conflict_is_false(self.api.create(&PostParams::default(), &lease).await);
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        let held_for =
+            SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(seconds)));
+        let expired = spec
+            .renew_time
+            .as_ref()
+            .is_none_or(|t| t.0 + held_for <= now);
+        if !mine && spec.holder_identity.is_some() && !expired {
+            return Ok(false);
+        }
+        if !mine {
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            spec.holder_identity = Some(self.identity.clone());
+        }
+        spec.renew_time = Some(MicroTime(now));
+        spec.lease_duration_seconds = Some(seconds);
+        conflict_is_false(
+            self.api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await,
+        )
+    }
+
+    /// Waits until this replica holds the Lease.
+    pub async fn acquire(&self) {
+        loop {
+            match self.try_acquire_or_renew(Timestamp::now()).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot read or take the leader Lease"),
+            }
+            tokio::time::sleep(self.duration / 3).await;
+        }
+    }
+
+    /// Renews the Lease until renewal has failed for a whole lease duration; returns then.
+    pub async fn hold(&self) {
+        let mut last_ok = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(self.duration / 3).await;
+            match self.try_acquire_or_renew(Timestamp::now()).await {
+                Ok(true) => last_ok = tokio::time::Instant::now(),
+                Ok(false) => return,
+                Err(e) => tracing::warn!(error = %e, "cannot renew the leader Lease"),
+            }
+            if last_ok.elapsed() >= self.duration {
+                return;
+            }
+        }
+    }
+}
+
+fn conflict_is_false(r: std::result::Result<Lease, kube::Error>) -> Result<bool> {
+    match r {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(e) => Err(Error::Kube(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{ApiServerVerifier, not_found};
+    use serde_json::json;
+
+    const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/mcc-system/leases/mcc-operator";
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/mcc-system/leases";
+
+    fn elector(client: Client, me: &str) -> LeaderElector {
+        LeaderElector::new(
+            client,
+            "mcc-system",
+            "mcc-operator",
+            me,
+            Duration::from_secs(15),
+        )
+    }
+
+    fn lease(holder: &str, renewed: &str) -> serde_json::Value {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "mcc-operator", "namespace": "mcc-system", "resourceVersion": "7"},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                     "renewTime": renewed, "leaseTransitions": 2}})
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-30T12:00:00Z".parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn first_replica_creates_the_lease() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-a");
+        let server = async {
+            api.expect("GET", LEASE, 404, not_found("leases", "mcc-operator"))
+                .await;
+            let seen = api
+                .expect_with("POST", LEASES, |s| (201, s.body.clone()))
+                .await;
+            assert_eq!(seen.body["spec"]["holderIdentity"], "pod-a");
+            assert_eq!(seen.body["spec"]["leaseDurationSeconds"], 15);
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(won.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_live_holder_keeps_it_and_an_expired_one_loses_it() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-b");
+        // Renewed 5 s ago: pod-a still leads; no write.
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:59:55.000000Z"),
+            )
+            .await;
+            api.expect_nothing().await;
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(!won.unwrap());
+        // Not renewed for 20 s: pod-b takes it at the resourceVersion it read.
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:59:40.000000Z"),
+            )
+            .await;
+            let seen = api.expect_echo("PUT", LEASE).await;
+            assert_eq!(seen.body["metadata"]["resourceVersion"], "7");
+            assert_eq!(seen.body["spec"]["holderIdentity"], "pod-b");
+            assert_eq!(seen.body["spec"]["leaseTransitions"], 3);
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(won.unwrap());
+    }
+
+    #[tokio::test]
+    async fn losing_a_race_is_not_leading() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-b");
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:00:00.000000Z"),
+            )
+            .await;
+            api.expect(
+                "PUT",
+                LEASE,
+                409,
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"}),
+            )
+            .await;
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(!won.unwrap());
+    }
+}

@@ -1,0 +1,207 @@
+//! Prometheus metrics of the operator (reconciles, errors, durations, catalog publishes)
+//! and the small HTTP server that exposes them on `/metrics` (plus `/healthz`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Which controller a sample is about.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabel {
+    pub controller: String,
+}
+
+/// A controller and the kind of error it met.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub controller: String,
+    pub error: String,
+}
+
+type HistogramFamily = Family<ControllerLabel, Histogram, fn() -> Histogram>;
+
+/// The operator's metrics, registered in their own registry.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<ControllerLabel, Counter>,
+    errors: Family<ErrorLabel, Counter>,
+    durations: HistogramFamily,
+    /// ConfigMap writes of a changed catalog.
+    pub publishes: Counter,
+    /// Size in bytes of the last published payload.
+    pub catalog_bytes: Gauge,
+    /// Tools in the last published catalog.
+    pub catalog_tools: Gauge,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 12))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("mcc_operator");
+        let reconciles = Family::<ControllerLabel, Counter>::default();
+        let errors = Family::<ErrorLabel, Counter>::default();
+        let durations: HistogramFamily = Family::new_with_constructor(duration_histogram);
+        let publishes = Counter::default();
+        let catalog_bytes = Gauge::default();
+        let catalog_tools = Gauge::default();
+        registry.register("reconciliations", "Reconciles run", reconciles.clone());
+        registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconcile",
+            durations.clone(),
+        );
+        registry.register(
+            "catalog_publishes",
+            "Catalog ConfigMap writes",
+            publishes.clone(),
+        );
+        registry.register(
+            "catalog_bytes",
+            "Size of the published catalog payload",
+            catalog_bytes.clone(),
+        );
+        registry.register(
+            "catalog_tools",
+            "Tools in the published catalog",
+            catalog_tools.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            errors,
+            durations,
+            publishes,
+            catalog_bytes,
+            catalog_tools,
+        }
+    }
+}
+
+/// Records a reconcile's duration when dropped.
+pub struct ReconcileTimer<'a> {
+    metrics: &'a Metrics,
+    controller: &'static str,
+    start: Instant,
+}
+
+impl Drop for ReconcileTimer<'_> {
+    fn drop(&mut self) {
+        self.metrics
+            .durations
+            .get_or_create(&label(self.controller))
+            .observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+fn label(controller: &str) -> ControllerLabel {
+    ControllerLabel {
+        controller: controller.to_string(),
+    }
+}
+
+impl Metrics {
+    /// Counts a reconcile and times it until the returned guard drops.
+    pub fn reconcile(&self, controller: &'static str) -> ReconcileTimer<'_> {
+        self.reconciles.get_or_create(&label(controller)).inc();
+        ReconcileTimer {
+            metrics: self,
+            controller,
+            start: Instant::now(),
+        }
+    }
+
+    /// Counts a failed reconcile.
+    pub fn error(&self, controller: &str, error: &crate::Error) {
+        self.errors
+            .get_or_create(&ErrorLabel {
+                controller: controller.to_string(),
+                error: error.metric_label().to_string(),
+            })
+            .inc();
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        metrics.render(),
+    )
+}
+
+/// The metrics router: `/metrics` and `/healthz`.
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_handler))
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(metrics)
+}
+
+/// Serves [`router`] on `addr` until the process ends.
+pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    axum::serve(listener, router(metrics)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn serves_counts_over_http() {
+        let metrics = Arc::new(Metrics::default());
+        {
+            let _t = metrics.reconcile("tool");
+        }
+        metrics.error("tool", &crate::Error::StoreClosed);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(axum::serve(listener, router(metrics)).into_future());
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.unwrap();
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        assert!(
+            body.contains("mcc_operator_reconciliations_total{controller=\"tool\"} 1"),
+            "{body}"
+        );
+        assert!(body.contains(
+            "mcc_operator_reconcile_errors_total{controller=\"tool\",error=\"store_closed\"} 1"
+        ));
+        assert!(
+            body.contains("mcc_operator_reconcile_duration_seconds_count{controller=\"tool\"} 1")
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! Publishing the catalog: one ConfigMap (by default `mcc-catalog` in the operator's
+//! namespace) holding the [`mcc_catalog::document`] of every ready tool and every user.
+//!
+//! The publisher wakes when a reconcile says something changed (and on a resync tick, so
+//! deletes are noticed: a deleted object leaves the watch cache without a reconcile),
+//! waits a short debounce so a burst of changes makes one write, assembles the document
+//! from the watch caches, and writes it by server-side apply only when its content hash
+//! differs from the last one written (read back from the ConfigMap at start). A document
+//! too large for a ConfigMap is not written: the error is logged, counted, and shown on
+//! every Tool's status, and the previous catalog stays in place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::mpsc;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use mcc_catalog::document::{
+    self, CatalogDocument, DocumentError, Encoded, FORMAT_ANNOTATION, FORMAT_VERSION,
+    HASH_ANNOTATION, Payload,
+};
+
+use crate::apikey::MANAGED_LABEL;
+use crate::assemble::{Assembly, assemble, object_key};
+use crate::controller::Context;
+use crate::controller::tool::expected_ready;
+use crate::metrics::Metrics;
+use crate::status::{FIELD_MANAGER, ready_state};
+use crate::{Error, Result};
+
+/// Where and how often to publish.
+#[derive(Debug, Clone)]
+pub struct PublishSettings {
+    pub namespace: String,
+    pub name: String,
+    /// Wait this long after a wake-up before assembling, to coalesce bursts.
+    pub debounce: Duration,
+    /// Assemble at least this often (notices deletes).
+    pub resync: Duration,
+}
+
+/// Writes the catalog ConfigMap, skipping writes of unchanged content.
+pub struct CatalogPublisher {
+    api: Api<ConfigMap>,
+    name: String,
+    namespace: String,
+    last_hash: Option<String>,
+}
+
+impl CatalogPublisher {
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            last_hash: None,
+        }
+    }
+
+    /// Reads the hash of the ConfigMap already there, so a restart rewrites nothing.
+    pub async fn load_last(&mut self) -> Result<()> {
+        let existing = self.api.get_opt(&self.name).await.map_err(Error::Kube)?;
+        self.last_hash = existing.and_then(|cm| cm.annotations().get(HASH_ANNOTATION).cloned());
+        Ok(())
+    }
+
+    /// Writes `doc` if its content changed; `Ok(true)` when it wrote.
+    pub async fn publish(&mut self, doc: &CatalogDocument, metrics: &Metrics) -> Result<bool> {
+        let encoded = document::encode(doc)?;
+        if self.last_hash.as_deref() == Some(encoded.hash.as_str()) {
+            return Ok(false);
+        }
+        let cm = self.config_map(&encoded);
+        self.api
+            .patch(
+                &self.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .map_err(Error::Kube)?;
+        tracing::info!(hash = %encoded.hash, tools = doc.tools.len(), users = doc.users.len(), key = encoded.payload.key(), "published the catalog");
+        metrics.publishes.inc();
+        metrics
+            .catalog_bytes
+            .set(encoded.payload.stored_size() as i64);
+        metrics.catalog_tools.set(doc.tools.len() as i64);
+        self.last_hash = Some(encoded.hash);
+        Ok(true)
+    }
+
+    fn config_map(&self, encoded: &Encoded) -> ConfigMap {
+        let (data, binary_data) = match &encoded.payload {
+            Payload::Json(text) => (
+                Some(BTreeMap::from([(
+                    document::DATA_KEY.to_string(),
+                    text.clone(),
+                )])),
+                None,
+            ),
+            Payload::Gzip(bytes) => (
+                None,
+                Some(BTreeMap::from([(
+                    document::GZIP_KEY.to_string(),
+                    ByteString(bytes.clone()),
+                )])),
+            ),
+        };
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    MANAGED_LABEL.0.to_string(),
+                    MANAGED_LABEL.1.to_string(),
+                )])),
+                annotations: Some(BTreeMap::from([
+                    (HASH_ANNOTATION.to_string(), encoded.hash.clone()),
+                    (FORMAT_ANNOTATION.to_string(), FORMAT_VERSION.to_string()),
+                ])),
+                ..Default::default()
+            },
+            data,
+            binary_data,
+            ..Default::default()
+        }
+    }
+}
+
+/// Whether some Tool's status disagrees with the assembly (then every Tool is
+/// reconciled again: a delete or a new object can change another object's verdict).
+pub fn statuses_disagree(
+    assembly: &Assembly,
+    tools: &[Arc<mcc_catalog::crd::Tool>],
+    catalog_error: Option<&str>,
+) -> bool {
+    tools.iter().any(|t| {
+        let id = object_key(t.metadata.namespace.as_deref(), t.metadata.name.as_deref());
+        let Some(verdict) = assembly.tools.get(&id) else {
+            return false;
+        };
+        let (ready, reason, message) = expected_ready(verdict, catalog_error);
+        let conditions = t
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[]);
+        let want = (
+            if ready { "True" } else { "False" },
+            reason,
+            message.as_str(),
+        );
+        ready_state(conditions) != Some(want)
+    })
+}
+
+/// One publish cycle: assemble, write if changed, record failures, and ask for a
+/// reconcile of every Tool when statuses need to follow.
+pub async fn cycle(
+    ctx: &Context,
+    publisher: &mut CatalogPublisher,
+    reconcile_all: &mut mpsc::Sender<()>,
+) -> Result<bool> {
+    let tools = ctx.tools.state();
+    let assembly = assemble(&tools, &ctx.grants.state());
+    let result = publisher.publish(&assembly.document, &ctx.metrics).await;
+    let failure = match &result {
+        Err(Error::Document(e @ DocumentError::TooLarge { .. })) => Some(e.to_string()),
+        _ => None,
+    };
+    if (result.is_ok() || failure.is_some())
+        && let Ok(mut slot) = ctx.catalog_error.write()
+    {
+        *slot = failure.clone();
+    }
+    if statuses_disagree(&assembly, &tools, failure.as_deref()) {
+        // A full channel means a reconcile-all is already pending.
+        let _ = reconcile_all.try_send(());
+    }
+    result
+}
+
+/// Runs the publisher until the stores close.
+pub async fn run(
+    ctx: Arc<Context>,
+    mut publisher: CatalogPublisher,
+    mut reconcile_all: mpsc::Sender<()>,
+    settings: PublishSettings,
+) -> Result<()> {
+    ctx.tools
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::StoreClosed)?;
+    ctx.grants
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::StoreClosed)?;
+    publisher.load_last().await?;
+    loop {
+        if let Err(e) = cycle(&ctx, &mut publisher, &mut reconcile_all).await {
+            tracing::error!(error = %e, "cannot publish the catalog");
+            ctx.metrics.error("publisher", &e);
+        }
+        tokio::select! {
+            _ = ctx.publish.notified() => {}
+            _ = tokio::time::sleep(settings.resync) => {}
+        }
+        tokio::time::sleep(settings.debounce).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{
+        ApiServerVerifier, TestGrant, TestTool, assert_apply, context, not_found,
+    };
+    use mcc_catalog::document::decode;
+    use serde_json::{Value, json};
+
+    const CM: &str = "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog";
+
+    fn stored_document(body: &Value) -> CatalogDocument {
+        use base64::Engine as _;
+        let json = body["data"][document::DATA_KEY].as_str();
+        let gz = body["binaryData"][document::GZIP_KEY]
+            .as_str()
+            .map(|b| base64::engine::general_purpose::STANDARD.decode(b).unwrap());
+        decode(json, gz.as_deref()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn publishes_once_per_content_and_again_on_change() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let tools = vec![TestTool::exec("a", "ns", "greet")];
+        let ctx = context(client.clone(), &tools, &[TestGrant::new("g", "alice")]);
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, _rx) = mpsc::channel(1);
+        let (result, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(result.unwrap());
+        assert_apply(&seen);
+        let doc = stored_document(&seen.body);
+        assert_eq!(doc.tools[0].tool.key, "greet");
+        assert_eq!(doc.users[0].user.username, "alice");
+        let hash = seen.body["metadata"]["annotations"][HASH_ANNOTATION]
+            .as_str()
+            .unwrap();
+        assert_eq!(hash, document::encode(&doc).unwrap().hash);
+        assert_eq!(seen.body["metadata"]["annotations"][FORMAT_ANNOTATION], "1");
+
+        // Same content: no request at all.
+        let (result, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
+        assert!(!result.unwrap());
+
+        // A changed catalog is written again.
+        let mut doc2 = doc.clone();
+        doc2.tools.clear();
+        let (result, seen) = tokio::join!(
+            publisher.publish(&doc2, &ctx.metrics),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(result.unwrap());
+        assert!(stored_document(&seen.body).tools.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_restart_does_not_rewrite_the_same_catalog() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let doc = CatalogDocument::default();
+        let hash = document::encode(&doc).unwrap().hash;
+        let metrics = Metrics::default();
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let existing = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "mcc-catalog", "annotations": {HASH_ANNOTATION: hash}}});
+        let (r, _) = tokio::join!(publisher.load_last(), api.expect("GET", CM, 200, existing));
+        r.unwrap();
+        let (r, ()) = tokio::join!(publisher.publish(&doc, &metrics), api.expect_nothing());
+        assert!(!r.unwrap());
+
+        // No ConfigMap yet: the first publish writes.
+        let mut publisher = CatalogPublisher::new(
+            publisher.api.clone().into_client(),
+            "mcc-system",
+            "mcc-catalog",
+        );
+        let (r, _) = tokio::join!(
+            publisher.load_last(),
+            api.expect("GET", CM, 404, not_found("configmaps", "mcc-catalog"))
+        );
+        r.unwrap();
+        let (r, _) = tokio::join!(
+            publisher.publish(&doc, &metrics),
+            api.expect_echo("PATCH", CM)
+        );
+        assert!(r.unwrap());
+    }
+
+    #[tokio::test]
+    async fn large_catalogs_are_compressed_and_too_large_ones_fail_loudly() {
+        let many: Vec<_> = (0..1500)
+            .map(|i| {
+                let mut t = TestTool::exec(&format!("t{i}"), "ns", &format!("tool{i}"));
+                t.spec.description = Some("describes the tool at some length. ".repeat(8));
+                t
+            })
+            .collect();
+        let (client, mut api) = ApiServerVerifier::new();
+        let ctx = context(client.clone(), &many, &[]);
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, mut rx) = mpsc::channel(1);
+        let (r, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        r.unwrap();
+        assert!(seen.body["data"].is_null());
+        assert_eq!(stored_document(&seen.body).tools.len(), 1500);
+        // (These Tools have no status yet, so a reconcile of all was asked for.)
+        assert!(rx.try_recv().is_ok());
+
+        // Incompressible content beyond the limit: nothing written, every Tool told why.
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let huge: Vec<_> = (0..1100)
+            .map(|i| {
+                let mut t = TestTool::exec(&format!("t{i}"), "ns", &format!("tool{i}"));
+                t.spec.description = Some(
+                    (0..1000)
+                        .map(|_| {
+                            state ^= state << 13;
+                            state ^= state >> 7;
+                            state ^= state << 17;
+                            char::from(b'!' + (state % 90) as u8)
+                        })
+                        .collect(),
+                );
+                t
+            })
+            .collect();
+        let ctx = context(publisher.api.clone().into_client(), &huge, &[]);
+        let (r, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
+        assert!(matches!(
+            r,
+            Err(Error::Document(DocumentError::TooLarge { .. }))
+        ));
+        let why = ctx.catalog_error().expect("the failure is recorded");
+        assert!(why.contains("too large"), "{why}");
+        assert!(rx.try_recv().is_ok(), "every Tool is reconciled to show it");
+    }
+}

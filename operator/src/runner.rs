@@ -1,0 +1,246 @@
+//! Wiring of a leading operator: the Tool and UserGrant controllers over shared watch
+//! caches, one [`Context`], and the catalog publisher. `main` adds leader election, the
+//! metrics server and signal handling around [`run`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Client};
+use mcc_catalog::crd::{Tool, UserGrant};
+
+use crate::Result;
+use crate::apikey::MANAGED_LABEL;
+use crate::controller::{self, Context};
+use crate::metrics::Metrics;
+use crate::publish::{self, CatalogPublisher, PublishSettings};
+
+/// Runs both controllers and the publisher until one of them stops.
+pub async fn run(client: Client, metrics: Arc<Metrics>, settings: PublishSettings) -> Result<()> {
+    let (reconcile_all_tx, reconcile_all_rx) = futures::channel::mpsc::channel(1);
+    let tools = Controller::new(Api::<Tool>::all(client.clone()), watcher::Config::default())
+        .reconcile_all_on(reconcile_all_rx);
+    let managed = format!("{}={}", MANAGED_LABEL.0, MANAGED_LABEL.1);
+    let grants = Controller::new(
+        Api::<UserGrant>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Secret>::all(client.clone()),
+        watcher::Config::default().labels(&managed),
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        tools.store(),
+        grants.store(),
+        metrics,
+    ));
+    let publisher = CatalogPublisher::new(client, &settings.namespace, &settings.name);
+    let tool_loop = tools
+        .run(
+            controller::tool::reconcile,
+            controller::tool::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+    let grant_loop = grants
+        .run(
+            controller::grant::reconcile,
+            controller::grant::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
+    tokio::select! {
+        _ = tool_loop => Ok(()),
+        _ = grant_loop => Ok(()),
+        r = publish::run(ctx, publisher, reconcile_all_tx, settings) => r,
+    }
+}
+
+/// Default publish timing: debounce bursts, and look again every 5 s for deletes.
+pub fn settings(namespace: &str, configmap: &str, debounce: Duration) -> PublishSettings {
+    PublishSettings {
+        namespace: namespace.to_string(),
+        name: configmap.to_string(),
+        debounce,
+        resync: Duration::from_secs(5),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::fixtures::{Builder, GrantBuilder, TestGrant, TestTool, ToolBuilder, not_found};
+
+    fn reply(send: tower_test::mock::SendResponse<Response<Body>>, status: u16, body: &Value) {
+        send.send_response(
+            Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(body).unwrap()))
+                .unwrap(),
+        );
+    }
+
+    fn list(kind: &str, items: Vec<Value>) -> Value {
+        json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "1"}, "items": items})
+    }
+
+    /// The whole operator against a scripted API server: watches list the objects (and
+    /// stay open), statuses and the catalog are written, the invalid Tool gets an Event.
+    #[tokio::test]
+    async fn objects_become_statuses_and_one_catalog() {
+        let good = TestTool::exec("good", "ns", "greet");
+        let bad = TestTool::exec("bad", "ns", "broken").with_exec("echo {{ x ");
+        let dup = TestTool::exec("dup", "other", "greet").created("2026-06-01T00:00:00Z");
+        let mut fn_tool = TestTool::exec("report", "ns", "report");
+        fn_tool.spec.exec = None;
+        fn_tool.spec.func = Some("reports:run".into());
+        let tools: Vec<Value> = [&good, &bad, &dup, &fn_tool]
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap())
+            .collect();
+        let alice = TestGrant::new("alice", "alice")
+            .groups(&["ops"])
+            .api_key(None);
+        let alice_json = serde_json::to_value(&alice).unwrap();
+
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let operator = tokio::spawn(run(
+            client,
+            Arc::new(Metrics::default()),
+            settings("mcc-system", "mcc-catalog", Duration::from_millis(50)),
+        ));
+
+        let mut open_watches = Vec::new();
+        let mut statuses: BTreeMap<String, Value> = BTreeMap::new();
+        let mut events: Vec<Value> = Vec::new();
+        let mut catalog: Option<Value> = None;
+        let mut secret_written = false;
+        let done =
+            |statuses: &BTreeMap<String, Value>, catalog: &Option<Value>, events: &Vec<Value>| {
+                let warned = |name: &str| events.iter().any(|e| e["regarding"]["name"] == name);
+                statuses.len() == 5 && catalog.is_some() && warned("bad") && warned("dup")
+            };
+        while !done(&statuses, &catalog, &events) {
+            let (req, send) = tokio::time::timeout(Duration::from_secs(10), api.next_request())
+                .await
+                .expect("the operator stalled")
+                .expect("the client closed");
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let query = req.uri().query().unwrap_or_default().to_string();
+            let body: Value = {
+                let bytes = req.into_body().collect_bytes().await.unwrap();
+                if bytes.is_empty() {
+                    Value::Null
+                } else {
+                    serde_json::from_slice(&bytes).unwrap()
+                }
+            };
+            match (method.as_str(), path.as_str()) {
+                ("GET", _) if query.contains("watch=true") => open_watches.push(send),
+                ("GET", "/apis/mcc.dev/v1alpha1/tools") => {
+                    reply(send, 200, &list("ToolList", tools.clone()))
+                }
+                ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
+                    reply(send, 200, &list("UserGrantList", vec![alice_json.clone()]))
+                }
+                ("GET", "/api/v1/secrets") => {
+                    assert!(
+                        query.contains(
+                            "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dmcc-operator"
+                        ),
+                        "{query}"
+                    );
+                    reply(send, 200, &list("SecretList", vec![]))
+                }
+                ("GET", "/api/v1/namespaces/ns/secrets/alice-api-key") => {
+                    reply(send, 404, &not_found("secrets", "alice-api-key"))
+                }
+                ("PATCH", "/api/v1/namespaces/ns/secrets/alice-api-key") => {
+                    secret_written = true;
+                    reply(send, 200, &body)
+                }
+                ("GET", "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog") => {
+                    reply(send, 404, &not_found("configmaps", "mcc-catalog"))
+                }
+                ("PATCH", "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog") => {
+                    catalog = Some(body.clone());
+                    reply(send, 200, &body)
+                }
+                ("POST", p) if p.ends_with("/events") => {
+                    events.push(body.clone());
+                    reply(send, 201, &body)
+                }
+                ("PATCH", p) if p.ends_with("/status") => {
+                    let source = if p.contains("/usergrants/") {
+                        &alice_json
+                    } else {
+                        let name = p.rsplit('/').nth(1).unwrap();
+                        tools
+                            .iter()
+                            .find(|t| t["metadata"]["name"] == name)
+                            .unwrap()
+                    };
+                    let mut obj = source.clone();
+                    obj["status"] = body["status"].clone();
+                    statuses.insert(p.to_string(), body["status"].clone());
+                    reply(send, 200, &obj)
+                }
+                other => panic!("unexpected request {other:?} ?{query}"),
+            }
+        }
+        operator.abort();
+
+        let reason = |p: &str| {
+            statuses[p]["conditions"][0]["reason"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            reason("/apis/mcc.dev/v1alpha1/namespaces/ns/tools/good/status"),
+            "Published"
+        );
+        assert_eq!(
+            reason("/apis/mcc.dev/v1alpha1/namespaces/ns/tools/bad/status"),
+            "InvalidSpec"
+        );
+        assert_eq!(
+            reason("/apis/mcc.dev/v1alpha1/namespaces/other/tools/dup/status"),
+            "DuplicateKey"
+        );
+        assert_eq!(
+            reason("/apis/mcc.dev/v1alpha1/namespaces/ns/tools/report/status"),
+            "Published"
+        );
+        let grant = &statuses["/apis/mcc.dev/v1alpha1/namespaces/ns/usergrants/alice/status"];
+        assert!(grant["apiKey"]["sha256"].is_string());
+        assert!(secret_written);
+        assert!(events.iter().any(|e| e["regarding"]["name"] == "bad"));
+
+        let text = catalog.unwrap()["data"]["catalog.json"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let doc = mcc_catalog::document::decode(Some(&text), None).unwrap();
+        let keys: Vec<(&str, &str)> = doc
+            .tools
+            .iter()
+            .map(|t| (t.tool.key.as_str(), t.namespace.as_str()))
+            .collect();
+        assert_eq!(keys, [("greet", "ns"), ("report", "ns")]);
+        assert!(doc.tools[1].introspect);
+        assert_eq!(doc.users[0].user.username, "alice");
+        drop(open_watches);
+    }
+}

@@ -1,0 +1,100 @@
+//! Status of `Tool` and `UserGrant` objects: the `Ready` condition built from a
+//! [`Verdict`], and its write by server-side apply (field manager [`FIELD_MANAGER`],
+//! forced). A status equal to the current one is not written.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::assemble::Verdict;
+use crate::{Error, Result};
+
+/// The field manager of every write the operator makes.
+pub const FIELD_MANAGER: &str = "mcc-operator";
+
+/// The `Ready` condition's reason and message for a verdict.
+pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
+    match verdict {
+        Verdict::Ready {
+            introspect: false, ..
+        } => (true, "Published", "in the catalog".into()),
+        Verdict::Ready {
+            introspect: true,
+            renamed,
+        } => (
+            true,
+            "Published",
+            format!(
+                "in the catalog; params or return type not declared: each gateway introspects this fn tool when it loads the catalog{}",
+                if *renamed {
+                    " (no name set: the gateway names it after the callable, so its key may differ from status.key)"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        Verdict::Invalid(e) => (false, "InvalidSpec", e.to_string()),
+        Verdict::Duplicate { winner } => (
+            false,
+            "DuplicateKey",
+            format!(
+                "the key is already served by Tool {winner} (older, or same age and first by namespace/name)"
+            ),
+        ),
+    }
+}
+
+/// The `Ready` condition, keeping `lastTransitionTime` when the status did not change.
+pub fn ready_condition(
+    ready: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    previous: &[Condition],
+) -> Condition {
+    let status = if ready { "True" } else { "False" };
+    let since = previous
+        .iter()
+        .find(|c| c.type_ == "Ready" && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| Time(k8s_openapi::jiff::Timestamp::now()));
+    Condition {
+        type_: "Ready".into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+/// The current `Ready` condition's (status, reason, message), for change detection.
+pub fn ready_state(conditions: &[Condition]) -> Option<(&str, &str, &str)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()))
+}
+
+/// Applies `status` to `obj`'s status subresource.
+pub async fn apply_status<K, S>(obj: &K, api: &Api<K>, status: &S) -> Result<()>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    S: Serialize,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(patch),
+    )
+    .await
+    .map_err(Error::Kube)?;
+    Ok(())
+}

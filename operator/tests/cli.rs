@@ -1,0 +1,81 @@
+//! The `mcc-operator` binary as a user runs it: `crdgen`, `convert`, and clear errors.
+
+use std::path::Path;
+use std::process::Command;
+
+fn operator() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mcc-operator"))
+}
+
+fn data(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn crdgen_writes_what_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = operator()
+        .args(["crdgen", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    for name in ["tools.mcc.dev.yaml", "usergrants.mcc.dev.yaml"] {
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(name)).unwrap(),
+            std::fs::read_to_string(committed.join(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn convert_prints_manifests_and_warnings_go_to_stderr() {
+    let out = operator()
+        .args(["convert", &data("ops.yaml"), "--users", &data("users.yaml")])
+        .args(["--namespace", "tools", "--env-file-base", &data("")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.matches("\nkind: Tool\n").count(), 5, "{stdout}");
+    assert_eq!(stdout.matches("\nkind: UserGrant\n").count(), 2);
+    assert_eq!(stdout.matches("\nkind: Secret\n").count(), 1);
+    assert!(stdout.contains("namespace: tools"));
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "tools:\n  - name: x\n    exec: ls\n    fn: m:f\n").unwrap();
+    let out = operator().arg("convert").arg(&bad).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.yaml")
+            && stderr.contains("Tool must specify either 'fn' or 'exec', not both"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing half-written on stdout");
+
+    let out = operator()
+        .args(["convert", "/nonexistent/tools.yaml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/tools.yaml"));
+}

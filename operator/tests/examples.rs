@@ -1,0 +1,99 @@
+//! The resources in `examples/k8s/` pass admission (the CRDs' CEL rules, evaluated by
+//! kube-cel) and the operator's own checks: every example Tool and UserGrant is Ready.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kube::CustomResourceExt;
+use kube::core::cel::Validator;
+use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_operator::assemble::{Verdict, assemble};
+use serde_json::Value;
+
+fn example_docs() -> Vec<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/k8s");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            serde_saphyr::from_multiple::<Value>(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()))
+        })
+        .collect()
+}
+
+fn schema<K: CustomResourceExt>() -> Value {
+    let crd = K::crd();
+    serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// Evaluates a CRD's CEL rules on `doc`, as admission does.
+fn admit(schema: &Value, doc: &Value) {
+    if let Err(errors) = Validator::new().validate(schema, doc, None) {
+        panic!("{}: {errors}", doc["metadata"]["name"]);
+    }
+}
+
+#[test]
+fn every_example_is_admitted_and_ready() {
+    let docs = example_docs();
+    let (mut tools, mut grants) = (vec![], vec![]);
+    for doc in &docs {
+        match doc["kind"].as_str() {
+            Some("Tool") => {
+                admit(&schema::<Tool>(), doc);
+                tools.push(Arc::new(
+                    serde_json::from_value::<Tool>(doc.clone()).unwrap(),
+                ));
+            }
+            Some("UserGrant") => {
+                admit(&schema::<UserGrant>(), doc);
+                grants.push(Arc::new(
+                    serde_json::from_value::<UserGrant>(doc.clone()).unwrap(),
+                ));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((tools.len(), grants.len()), (4, 2));
+    let assembly = assemble(&tools, &grants);
+    for (id, v) in &assembly.tools {
+        assert!(matches!(v.verdict, Verdict::Ready { .. }), "{id}: {v:?}");
+    }
+    for (id, v) in &assembly.grants {
+        assert!(matches!(v, Verdict::Ready { .. }), "{id}: {v:?}");
+    }
+    let keys: Vec<&str> = assembly
+        .document
+        .tools
+        .iter()
+        .map(|t| t.tool.key.as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "ops.api_status",
+            "ops.whoami_echo",
+            "public.greet",
+            "reports.summary"
+        ]
+    );
+    let summary = &assembly.document.tools[3];
+    assert!(summary.introspect && !summary.runtime.is_local());
+    let doc = serde_json::to_string(&assembly.document).unwrap();
+    assert!(!doc.contains("change-me"), "no secret value in the catalog");
+}
