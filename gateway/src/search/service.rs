@@ -19,8 +19,9 @@ use super::{
     render_results,
 };
 
-/// Search configuration (the `search.*` keys; see docs/search.md).
-#[derive(Debug, Clone, PartialEq)]
+/// Search configuration (the `search.*` keys; see docs/search.md), built from
+/// [`super::SearchConfig`].
+#[derive(Clone, PartialEq)]
 pub struct SearchSettings {
     /// `search.model_dir`: a local BERT-family model directory.
     pub model_dir: Option<PathBuf>,
@@ -54,6 +55,23 @@ impl Default for SearchSettings {
             query_cache_ttl: Duration::from_secs(300),
             fusion: Fusion::default(),
         }
+    }
+}
+
+impl std::fmt::Debug for SearchSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchSettings")
+            .field("model_dir", &self.model_dir)
+            .field("embeddings_url", &self.embeddings_url)
+            .field("embeddings_model", &self.embeddings_model)
+            .field(
+                "embeddings_api_key",
+                &self.embeddings_api_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
+            .field("max_results", &self.max_results)
+            .field("fusion", &self.fusion)
+            .finish_non_exhaustive()
     }
 }
 
@@ -130,10 +148,28 @@ impl SearchService {
     }
 
     /// [`Self::rebuild`] on the calling thread (startup, benchmarks, tests).
+    ///
+    /// When the live index has no embeddings (a cold start, or the last embedding run
+    /// failed), a keyword-only index of the new catalog is swapped in first, so the
+    /// catalog is searchable in milliseconds while its embeddings are computed; the
+    /// hybrid index replaces it when ready. Otherwise the old hybrid index keeps serving
+    /// until the new one is complete (a catalog change re-embeds only changed tools).
     pub fn rebuild_blocking(&self, tools: &[Tool]) -> Result<(), SearchError> {
         let started = Instant::now();
         let inner = &self.inner;
-        let embeddings = inner.embedder.as_ref().map(|e| (e, &inner.tool_cache));
+        let Some(embedder) = inner.embedder.as_ref() else {
+            return self.swap(
+                SearchIndex::build(tools, None, inner.settings.fusion)?,
+                started,
+            );
+        };
+        if !inner.current.load().has_embeddings() {
+            self.swap(
+                SearchIndex::build(tools, None, inner.settings.fusion)?,
+                started,
+            )?;
+        }
+        let embeddings = Some((embedder, &inner.tool_cache));
         let index = match SearchIndex::build(tools, embeddings, inner.settings.fusion) {
             Ok(index) => index,
             Err(e @ (SearchError::Embed(_) | SearchError::Model(_))) => {
@@ -142,13 +178,17 @@ impl SearchService {
             }
             Err(e) => return Err(e),
         };
+        self.swap(index, started)
+    }
+
+    fn swap(&self, index: SearchIndex, started: Instant) -> Result<(), SearchError> {
         tracing::info!(
-            tools = tools.len(),
+            tools = index.len(),
             semantic = index.has_embeddings(),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "search: index rebuilt"
+            "search: index swapped in"
         );
-        inner.current.store(Arc::new(index));
+        self.inner.current.store(Arc::new(index));
         Ok(())
     }
 
