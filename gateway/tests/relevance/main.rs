@@ -25,7 +25,7 @@ fn relevance_suite() {
     );
     println!("{}", eval::table(&[("keyword-only", keyword)]));
     assert!(
-        keyword.recall_at_5 >= 0.6,
+        keyword.recall_at_5 >= 0.85,
         "keyword recall@5 {:.3}",
         keyword.recall_at_5
     );
