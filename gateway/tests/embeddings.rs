@@ -170,3 +170,33 @@ fn hybrid_search_end_to_end() {
         .unwrap();
     assert!(!anon.contains("## admin."), "{anon}");
 }
+
+#[test]
+fn cold_start_serves_keyword_first_then_hybrid() {
+    let Some(dir) = model() else { return };
+    let tools = eval::catalog();
+    let service = SearchService::new(SearchSettings {
+        model_dir: Some(dir),
+        ..SearchSettings::default()
+    })
+    .unwrap();
+    let builder = {
+        let (service, tools) = (service.clone(), tools.clone());
+        std::thread::spawn(move || service.rebuild_blocking(&tools))
+    };
+    // The keyword-only index of the new catalog appears long before embeddings finish.
+    let first = loop {
+        let current = service.current();
+        if !current.is_empty() {
+            break current;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
+    assert_eq!(first.len(), tools.len());
+    assert!(
+        !first.has_embeddings(),
+        "no keyword-only phase on a cold start"
+    );
+    builder.join().unwrap().unwrap();
+    assert!(service.current().has_embeddings());
+}

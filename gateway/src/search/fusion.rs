@@ -19,7 +19,9 @@
 //! Without embeddings (keyword-only) the score is the raw BM25 sum, as in MCC's
 //! Elasticsearch `match` query.
 
-/// The fusion parameters (see the module doc for the formula).
+/// The fusion parameters (see the module doc for the formula). The defaults were chosen
+/// on half of the relevance suite's queries and checked on the other half
+/// (`tune_fusion` in tests/relevance/main.rs; benches/RESULTS-search.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fusion {
     pub keyword_weight: f32,
@@ -35,8 +37,8 @@ pub struct Fusion {
 impl Default for Fusion {
     fn default() -> Self {
         Fusion {
-            keyword_weight: 0.4,
-            semantic_weight: 0.6,
+            keyword_weight: 0.3,
+            semantic_weight: 0.7,
             saturation: 8.0,
             cos_floor: 0.1,
             scale: 10.0,

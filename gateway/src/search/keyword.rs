@@ -50,15 +50,16 @@ struct WeightedField {
     weight: f32,
 }
 
-/// Per-field weights. Names and keys are short and say what the tool is; descriptions are
-/// long and say more, so each word there counts less.
+/// Per-field weights, chosen on the relevance suite (benches/RESULTS-search.md): the
+/// description carries most of what a natural-language query matches; the name counts
+/// half as much per word; the key repeats the name and groups, so it adds little.
 pub const FIELD_WEIGHTS: [(&str, f32); 6] = [
-    ("name", 3.0),
-    ("key", 1.5),
-    ("groups", 1.0),
-    ("description", 1.0),
-    ("params", 0.6),
-    ("example", 0.4),
+    ("name", 1.0),
+    ("key", 0.25),
+    ("groups", 0.5),
+    ("description", 2.0),
+    ("params", 0.5),
+    ("example", 0.2),
 ];
 
 /// An immutable keyword index over one catalog snapshot.

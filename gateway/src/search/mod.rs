@@ -4,6 +4,7 @@
 //! - [`embed`] ([`local`], [`remote`]): sentence embeddings and their caches;
 //! - [`fusion`]: both rankings into one score per tool;
 //! - [`service`]: the live index, rebuilt off the request path and swapped atomically;
+//! - [`config`]: the `search.*` settings keys and their environment overrides;
 //! - this file: one immutable [`SearchIndex`] over a catalog snapshot, the RBAC filter,
 //!   `min_score`, and the MCC output format ([`render_results`]).
 //!
@@ -11,6 +12,7 @@
 //! execute only), fuse, drop scores under `min_score`, keep the best `limit`. Tools the
 //! caller may not execute are never ranked, returned or counted.
 
+pub mod config;
 pub mod embed;
 pub mod fusion;
 pub mod keyword;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use mcc_catalog::{Tool, User};
 
+pub use config::SearchConfig;
 pub use embed::{Embedder, EmbeddingCache, QueryCache};
 pub use fusion::Fusion;
 pub use keyword::KeywordIndex;
@@ -90,7 +93,9 @@ pub struct SearchIndex {
     fusion: Fusion,
 }
 
-/// The text a tool is embedded from: its signature block, the text MCC embeds.
+/// The text a tool is embedded from: its signature block, the text MCC embeds. (Embedding
+/// only name, groups and description is about twice as fast but ranked worse on the
+/// relevance suite: benches/RESULTS-search.md.)
 pub fn embedding_text(signature: &str) -> &str {
     signature
 }

@@ -8,7 +8,8 @@
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -19,8 +20,9 @@ use super::{
     render_results,
 };
 
-/// Search configuration (the `search.*` keys; see docs/search.md).
-#[derive(Debug, Clone, PartialEq)]
+/// Search configuration (the `search.*` keys; see docs/search.md), built from
+/// [`super::SearchConfig`].
+#[derive(Clone, PartialEq)]
 pub struct SearchSettings {
     /// `search.model_dir`: a local BERT-family model directory.
     pub model_dir: Option<PathBuf>,
@@ -57,7 +59,29 @@ impl Default for SearchSettings {
     }
 }
 
+impl std::fmt::Debug for SearchSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchSettings")
+            .field("model_dir", &self.model_dir)
+            .field("embeddings_url", &self.embeddings_url)
+            .field("embeddings_model", &self.embeddings_model)
+            .field(
+                "embeddings_api_key",
+                &self.embeddings_api_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
+            .field("max_results", &self.max_results)
+            .field("fusion", &self.fusion)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Inner {
+    /// Numbers rebuild requests in the order they were made.
+    requested: AtomicU64,
+    /// Held while building (one build at a time); holds the newest generation swapped in,
+    /// so a slow build of an older catalog never replaces a newer one.
+    built: Mutex<u64>,
     settings: SearchSettings,
     embedder: Option<Embedder>,
     tool_cache: EmbeddingCache,
@@ -101,6 +125,8 @@ impl SearchService {
         let empty = SearchIndex::build(&[], None, settings.fusion)?;
         Ok(SearchService {
             inner: Arc::new(Inner {
+                requested: AtomicU64::new(0),
+                built: Mutex::new(0),
                 query_cache: QueryCache::new(settings.query_cache_size, settings.query_cache_ttl),
                 settings,
                 embedder,
@@ -124,16 +150,51 @@ impl SearchService {
     /// (logged) rather than keeping a stale catalog.
     pub async fn rebuild(&self, tools: Vec<Tool>) -> Result<(), SearchError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.rebuild_blocking(&tools))
+        let generation = self.next_generation();
+        tokio::task::spawn_blocking(move || this.rebuild_generation(&tools, generation))
             .await
             .map_err(|e| SearchError::Task(e.to_string()))?
     }
 
     /// [`Self::rebuild`] on the calling thread (startup, benchmarks, tests).
+    ///
+    /// When the live index has no embeddings (a cold start, or the last embedding run
+    /// failed), a keyword-only index of the new catalog is swapped in first, so the
+    /// catalog is searchable in milliseconds while its embeddings are computed; the
+    /// hybrid index replaces it when ready. Otherwise the old hybrid index keeps serving
+    /// until the new one is complete (a catalog change re-embeds only changed tools).
+    ///
+    /// Rebuilds run one at a time; if a newer rebuild was requested meanwhile and already
+    /// swapped in, an older one's index is dropped.
     pub fn rebuild_blocking(&self, tools: &[Tool]) -> Result<(), SearchError> {
+        self.rebuild_generation(tools, self.next_generation())
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.inner.requested.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    fn rebuild_generation(&self, tools: &[Tool], generation: u64) -> Result<(), SearchError> {
         let started = Instant::now();
         let inner = &self.inner;
-        let embeddings = inner.embedder.as_ref().map(|e| (e, &inner.tool_cache));
+        let mut built = inner.built.lock().unwrap_or_else(|p| p.into_inner());
+        if *built > generation {
+            return Ok(());
+        }
+        *built = generation;
+        let Some(embedder) = inner.embedder.as_ref() else {
+            return self.swap(
+                SearchIndex::build(tools, None, inner.settings.fusion)?,
+                started,
+            );
+        };
+        if !inner.current.load().has_embeddings() {
+            self.swap(
+                SearchIndex::build(tools, None, inner.settings.fusion)?,
+                started,
+            )?;
+        }
+        let embeddings = Some((embedder, &inner.tool_cache));
         let index = match SearchIndex::build(tools, embeddings, inner.settings.fusion) {
             Ok(index) => index,
             Err(e @ (SearchError::Embed(_) | SearchError::Model(_))) => {
@@ -142,13 +203,17 @@ impl SearchService {
             }
             Err(e) => return Err(e),
         };
+        self.swap(index, started)
+    }
+
+    fn swap(&self, index: SearchIndex, started: Instant) -> Result<(), SearchError> {
         tracing::info!(
-            tools = tools.len(),
+            tools = index.len(),
             semantic = index.has_embeddings(),
             elapsed_ms = started.elapsed().as_millis() as u64,
-            "search: index rebuilt"
+            "search: index swapped in"
         );
-        inner.current.store(Arc::new(index));
+        self.inner.current.store(Arc::new(index));
         Ok(())
     }
 
@@ -225,5 +290,19 @@ impl SearchService {
     ) -> Result<String, SearchError> {
         let (index, hits) = self.search(query, user, min_score).await?;
         Ok(render_results(&index, &hits))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn next_generation_for_tests(&self) -> u64 {
+        self.next_generation()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn rebuild_generation_for_tests(
+        &self,
+        tools: &[Tool],
+        generation: u64,
+    ) -> Result<(), SearchError> {
+        self.rebuild_generation(tools, generation)
     }
 }

@@ -185,3 +185,16 @@ async fn rebuild_swaps_the_index_atomically() {
     let text = service.search_text("shell", None, None).await.unwrap();
     assert_eq!(text, NO_MATCH);
 }
+
+#[test]
+fn an_older_rebuild_never_replaces_a_newer_one() {
+    let service = SearchService::new(SearchSettings::default()).unwrap();
+    let old = service.next_generation_for_tests();
+    service.rebuild_blocking(&catalog()[..1]).unwrap();
+    assert_eq!(service.current().len(), 1);
+    // The request numbered before the one just applied arrives late: it is dropped.
+    service
+        .rebuild_generation_for_tests(&catalog(), old)
+        .unwrap();
+    assert_eq!(service.current().len(), 1);
+}

@@ -1,0 +1,235 @@
+//! The `search.*` configuration keys as they appear in the gateway's settings file, their
+//! `MCC_SEARCH__<KEY>` environment overrides, and their validation into
+//! [`SearchSettings`]. Every error names the key that is wrong.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{Fusion, SearchError, SearchSettings};
+
+/// The `search:` section of the settings (all keys optional; see docs/search.md).
+#[derive(Clone, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchConfig {
+    pub model_dir: Option<PathBuf>,
+    pub embeddings_url: Option<String>,
+    pub embeddings_model: Option<String>,
+    pub embeddings_api_key: Option<String>,
+    pub redis_url: Option<String>,
+    pub max_results: Option<usize>,
+    pub keyword_weight: Option<f32>,
+    pub semantic_weight: Option<f32>,
+    pub keyword_saturation: Option<f32>,
+    pub query_cache_size: Option<usize>,
+    pub query_cache_ttl_secs: Option<u64>,
+}
+
+impl std::fmt::Debug for SearchConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchConfig")
+            .field("model_dir", &self.model_dir)
+            .field("embeddings_url", &self.embeddings_url)
+            .field("embeddings_model", &self.embeddings_model)
+            .field(
+                "embeddings_api_key",
+                &self.embeddings_api_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
+            .field("max_results", &self.max_results)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The environment variable prefix of search keys (`MCC_SEARCH__MODEL_DIR`, …).
+pub const ENV_PREFIX: &str = "MCC_SEARCH__";
+
+fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, SearchError>
+where
+    T::Err: std::fmt::Display,
+{
+    value
+        .trim()
+        .parse()
+        .map_err(|e| SearchError::Config(format!("{ENV_PREFIX}{key}={value:?}: {e}")))
+}
+
+impl SearchConfig {
+    /// Applies `MCC_SEARCH__<KEY>` overrides found by `lookup` (an empty value unsets an
+    /// optional text key).
+    pub fn apply_env(
+        &mut self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), SearchError> {
+        let text = |key: &str| lookup(&format!("{ENV_PREFIX}{key}"));
+        let opt_text = |v: String| (!v.is_empty()).then_some(v);
+        if let Some(v) = text("MODEL_DIR") {
+            self.model_dir = opt_text(v).map(PathBuf::from);
+        }
+        if let Some(v) = text("EMBEDDINGS_URL") {
+            self.embeddings_url = opt_text(v);
+        }
+        if let Some(v) = text("EMBEDDINGS_MODEL") {
+            self.embeddings_model = opt_text(v);
+        }
+        if let Some(v) = text("EMBEDDINGS_API_KEY") {
+            self.embeddings_api_key = opt_text(v);
+        }
+        if let Some(v) = text("REDIS_URL") {
+            self.redis_url = opt_text(v);
+        }
+        if let Some(v) = text("MAX_RESULTS") {
+            self.max_results = Some(parse("MAX_RESULTS", &v)?);
+        }
+        if let Some(v) = text("KEYWORD_WEIGHT") {
+            self.keyword_weight = Some(parse("KEYWORD_WEIGHT", &v)?);
+        }
+        if let Some(v) = text("SEMANTIC_WEIGHT") {
+            self.semantic_weight = Some(parse("SEMANTIC_WEIGHT", &v)?);
+        }
+        if let Some(v) = text("KEYWORD_SATURATION") {
+            self.keyword_saturation = Some(parse("KEYWORD_SATURATION", &v)?);
+        }
+        if let Some(v) = text("QUERY_CACHE_SIZE") {
+            self.query_cache_size = Some(parse("QUERY_CACHE_SIZE", &v)?);
+        }
+        if let Some(v) = text("QUERY_CACHE_TTL_SECS") {
+            self.query_cache_ttl_secs = Some(parse("QUERY_CACHE_TTL_SECS", &v)?);
+        }
+        Ok(())
+    }
+
+    /// Validated settings; defaults fill what is not set.
+    pub fn settings(&self) -> Result<SearchSettings, SearchError> {
+        let d = SearchSettings::default();
+        let bad = |key: &str, why: &str| SearchError::Config(format!("search.{key}: {why}"));
+        let weight = |key: &str, v: Option<f32>, default: f32| match v {
+            Some(w) if !(w.is_finite() && w >= 0.0) => Err(bad(key, "must be a number ≥ 0")),
+            Some(w) => Ok(w),
+            None => Ok(default),
+        };
+        let fusion = Fusion {
+            keyword_weight: weight(
+                "keyword_weight",
+                self.keyword_weight,
+                d.fusion.keyword_weight,
+            )?,
+            semantic_weight: weight(
+                "semantic_weight",
+                self.semantic_weight,
+                d.fusion.semantic_weight,
+            )?,
+            saturation: weight(
+                "keyword_saturation",
+                self.keyword_saturation,
+                d.fusion.saturation,
+            )?,
+            ..d.fusion
+        };
+        if fusion.keyword_weight + fusion.semantic_weight <= 0.0 {
+            return Err(bad(
+                "keyword_weight",
+                "keyword_weight and semantic_weight are both 0",
+            ));
+        }
+        if fusion.saturation <= 0.0 {
+            return Err(bad("keyword_saturation", "must be > 0"));
+        }
+        let max_results = match self.max_results {
+            Some(0) => return Err(bad("max_results", "must be at least 1")),
+            Some(n) => n,
+            None => d.max_results,
+        };
+        let query_cache_size = match self.query_cache_size {
+            Some(n) => {
+                NonZeroUsize::new(n).ok_or_else(|| bad("query_cache_size", "must be at least 1"))?
+            }
+            None => d.query_cache_size,
+        };
+        Ok(SearchSettings {
+            model_dir: self.model_dir.clone(),
+            embeddings_url: self.embeddings_url.clone(),
+            embeddings_model: self.embeddings_model.clone().unwrap_or(d.embeddings_model),
+            embeddings_api_key: self.embeddings_api_key.clone(),
+            redis_url: self.redis_url.clone(),
+            max_results,
+            query_cache_size,
+            query_cache_ttl: self
+                .query_cache_ttl_secs
+                .map_or(d.query_cache_ttl, Duration::from_secs),
+            fusion,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn yaml_keys_env_overrides_and_defaults() {
+        let mut c: SearchConfig = serde_saphyr::from_str(
+            "model_dir: /models/minilm\nmax_results: 5\nkeyword_weight: 0.5\n",
+        )
+        .unwrap();
+        let env: HashMap<&str, &str> = [
+            ("MCC_SEARCH__MAX_RESULTS", "7"),
+            ("MCC_SEARCH__MODEL_DIR", ""),
+            ("MCC_SEARCH__EMBEDDINGS_URL", "http://tei:8080/v1"),
+        ]
+        .into();
+        c.apply_env(&|k| env.get(k).map(|v| v.to_string())).unwrap();
+        let s = c.settings().unwrap();
+        assert_eq!(s.max_results, 7);
+        assert_eq!(s.model_dir, None);
+        assert_eq!(s.embeddings_url.as_deref(), Some("http://tei:8080/v1"));
+        assert_eq!(s.fusion.keyword_weight, 0.5);
+        assert_eq!(s.fusion.semantic_weight, Fusion::default().semantic_weight);
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let err = serde_saphyr::from_str::<SearchConfig>("modle_dir: x\n").unwrap_err();
+        assert!(err.to_string().contains("modle_dir"), "{err}");
+        let c = SearchConfig {
+            max_results: Some(0),
+            ..SearchConfig::default()
+        };
+        assert!(
+            c.settings()
+                .unwrap_err()
+                .to_string()
+                .contains("search.max_results")
+        );
+        let c = SearchConfig {
+            semantic_weight: Some(-1.0),
+            ..SearchConfig::default()
+        };
+        assert!(
+            c.settings()
+                .unwrap_err()
+                .to_string()
+                .contains("search.semantic_weight")
+        );
+        let mut c = SearchConfig::default();
+        let err = c
+            .apply_env(&|k| (k == "MCC_SEARCH__QUERY_CACHE_TTL_SECS").then(|| "soon".into()))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("MCC_SEARCH__QUERY_CACHE_TTL_SECS"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn debug_never_shows_the_api_key() {
+        let c = SearchConfig {
+            embeddings_api_key: Some("sk-secret".into()),
+            ..SearchConfig::default()
+        };
+        assert!(!format!("{c:?}").contains("sk-secret"));
+    }
+}
