@@ -177,7 +177,8 @@ async fn main() {
     // The ranking alone, in process (the search target is about this number).
     let mut settings = Settings::default();
     settings.server.port = 0;
-    let search = SearchService::new(settings.search_settings()).expect("search service");
+    let search = SearchService::new(settings.search_settings().expect("search settings"))
+        .expect("search service");
     search
         .rebuild_blocking(catalog.tools())
         .expect("search index");

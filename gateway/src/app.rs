@@ -56,7 +56,7 @@ pub async fn build(
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
     let catalog = Arc::new(catalog);
-    let search_settings = settings.search_settings();
+    let search_settings = settings.search_settings()?;
     let snapshot = catalog.snapshot();
     // Loading a model and embedding the catalog block: off the async runtime.
     let search = tokio::task::spawn_blocking(move || {

@@ -36,7 +36,7 @@ pub struct Settings {
     /// Names of the gateway's environment every tool inherits.
     pub env_floor: Vec<String>,
     /// Tool search (see `docs/search.md`).
-    pub search: SearchSection,
+    pub search: crate::search::SearchConfig,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
     /// How often tool and users files are checked for edits, in milliseconds.
@@ -69,7 +69,7 @@ impl Default for Settings {
             tools: vec!["examples/".into()],
             users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
-            search: SearchSection::default(),
+            search: crate::search::SearchConfig::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             debug: false,
             reload_interval_ms: 1000,
@@ -91,67 +91,37 @@ impl Default for ServerSettings {
     }
 }
 
-/// The `search` section: how tools are ranked (keys documented in `docs/search.md`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct SearchSection {
-    pub model_dir: Option<PathBuf>,
-    pub embeddings_url: Option<String>,
-    pub embeddings_model: String,
-    pub embeddings_api_key: Option<String>,
-    /// Where tool embeddings are shared between replicas; unset: the session Redis.
-    pub redis_url: Option<String>,
-    pub max_results: usize,
-    pub keyword_weight: f32,
-    pub semantic_weight: f32,
-    pub keyword_saturation: f32,
-    pub query_cache_size: usize,
-    pub query_cache_ttl_secs: u64,
-}
-
-impl Default for SearchSection {
-    fn default() -> Self {
-        let d = crate::search::SearchSettings::default();
-        Self {
-            model_dir: d.model_dir,
-            embeddings_url: d.embeddings_url,
-            embeddings_model: d.embeddings_model,
-            embeddings_api_key: d.embeddings_api_key,
-            redis_url: d.redis_url,
-            max_results: d.max_results,
-            keyword_weight: d.fusion.keyword_weight,
-            semantic_weight: d.fusion.semantic_weight,
-            keyword_saturation: d.fusion.saturation,
-            query_cache_size: d.query_cache_size.get(),
-            query_cache_ttl_secs: d.query_cache_ttl.as_secs(),
-        }
-    }
-}
-
 impl Settings {
     /// The search service's settings; the embedding cache defaults to the session Redis.
-    pub fn search_settings(&self) -> crate::search::SearchSettings {
-        let s = &self.search;
-        let mut out = crate::search::SearchSettings {
-            model_dir: s.model_dir.clone(),
-            embeddings_url: s.embeddings_url.clone(),
-            embeddings_model: s.embeddings_model.clone(),
-            embeddings_api_key: s.embeddings_api_key.clone(),
-            redis_url: s.redis_url.clone().or_else(|| match self.session.backend {
-                SessionBackend::Redis => self.session.redis_url.clone(),
-                SessionBackend::Memory => None,
-            }),
-            max_results: s.max_results,
-            query_cache_size: std::num::NonZeroUsize::new(s.query_cache_size)
-                .unwrap_or(std::num::NonZeroUsize::MIN),
-            query_cache_ttl: std::time::Duration::from_secs(s.query_cache_ttl_secs),
-            ..Default::default()
-        };
-        out.fusion.keyword_weight = s.keyword_weight;
-        out.fusion.semantic_weight = s.semantic_weight;
-        out.fusion.saturation = s.keyword_saturation;
-        out
+    pub fn search_settings(
+        &self,
+    ) -> Result<crate::search::SearchSettings, crate::search::SearchError> {
+        let mut out = self.search.settings()?;
+        if out.model_dir.is_none() && out.embeddings_url.is_none() {
+            out.model_dir = cached_model_dir(&|k| std::env::var(k).ok());
+            if let Some(dir) = &out.model_dir {
+                tracing::info!(model_dir = %dir.display(), "search: using the model fetched by scripts/fetch-model.sh (set search.model_dir to choose another)");
+            }
+        }
+        if out.redis_url.is_none() && self.session.backend == SessionBackend::Redis {
+            out.redis_url = self.session.redis_url.clone();
+        }
+        Ok(out)
     }
+}
+
+/// Where `scripts/fetch-model.sh` puts all-MiniLM-L6-v2 (`$MCC_MODEL_CACHE`, else
+/// `$XDG_CACHE_HOME/mcc/models`, else `~/.cache/mcc/models`), if a model is there.
+fn cached_model_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let cache = env("MCC_MODEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| env("XDG_CACHE_HOME").map(|c| PathBuf::from(c).join("mcc/models")))
+        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".cache/mcc/models")))?;
+    let dir = cache.join("all-MiniLM-L6-v2");
+    ["model.safetensors", "tokenizer.json", "config.json"]
+        .iter()
+        .all(|f| dir.join(f).is_file())
+        .then_some(dir)
 }
 
 /// A setting that cannot be used; the message names the file or variable and the key.
@@ -499,6 +469,9 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     if s.session.ttl_secs == 0 {
         return Err(("session.ttl_secs", "must be greater than 0".into()));
     }
+    if let Err(e) = s.search_settings() {
+        return Err(("search", e.to_string()));
+    }
     if s.reload_interval_ms == 0 {
         return Err(("reload_interval_ms", "must be greater than 0".into()));
     }
@@ -579,6 +552,23 @@ mod tests {
         let f = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(f.path(), text).unwrap();
         f
+    }
+
+    #[test]
+    fn the_fetched_model_is_found_in_the_cache() {
+        let cache = tempfile::tempdir().unwrap();
+        let cache_str = cache.path().to_str().unwrap().to_string();
+        let pairs = [("MCC_MODEL_CACHE", cache_str.as_str())];
+        let lookup = env(&pairs);
+        assert_eq!(cached_model_dir(&lookup), None, "empty cache");
+        let dir = cache.path().join("all-MiniLM-L6-v2");
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["model.safetensors", "tokenizer.json"] {
+            std::fs::write(dir.join(f), "x").unwrap();
+        }
+        assert_eq!(cached_model_dir(&lookup), None, "config.json missing");
+        std::fs::write(dir.join("config.json"), "{}").unwrap();
+        assert_eq!(cached_model_dir(&lookup), Some(dir));
     }
 
     #[test]

@@ -135,10 +135,25 @@ async fn run(
     {
         write_back(shared, call, &scope, key, left).await;
     }
-    (
-        label,
-        shape(&execution.outcome, shared.response_max_size).into(),
-    )
+    let outcome = parse_shell_json(tool, execution.outcome);
+    (label, shape(&outcome, shared.response_max_size).into())
+}
+
+/// As MCC does, text printed by a shell (an exec or curl tool's stdout, or a transform's
+/// output) that parses as JSON is returned as that JSON value: `echo 5` gives the number
+/// 5, a JSON object on stdout becomes structured content. An fn tool's string result
+/// stays a string.
+fn parse_shell_json(tool: &mcc_catalog::Tool, outcome: Outcome) -> Outcome {
+    let from_shell = !tool.kind.is_fn() || tool.transform.is_some();
+    match outcome {
+        Outcome::Success(Value::String(text)) if from_shell => {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(parsed) => Outcome::Success(parsed),
+                Err(_) => Outcome::Success(Value::String(text)),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Replaces the scope's variables with what an fn tool left in its context. Invalid keys
@@ -188,6 +203,35 @@ fn shape(outcome: &Outcome, limit: usize) -> CallToolResult {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn shell_output_that_is_json_becomes_json() {
+        let exec: mcc_catalog::Tool = serde_json::from_value(
+            json!({"key": "t", "name": "t", "kind": "exec", "command": "echo"}),
+        )
+        .unwrap();
+        let mut func = exec.clone();
+        func.kind = mcc_catalog::ToolKind::Fn {
+            path: "m:f".into(),
+            python: None,
+        };
+        let out = |t: &mcc_catalog::Tool, v: Value| parse_shell_json(t, Outcome::Success(v));
+        assert_eq!(out(&exec, json!("5\n")), Outcome::Success(json!(5)));
+        assert_eq!(
+            out(&exec, json!("{\"a\": 1}")),
+            Outcome::Success(json!({"a": 1}))
+        );
+        assert_eq!(
+            out(&exec, json!("hello\n")),
+            Outcome::Success(json!("hello\n"))
+        );
+        assert_eq!(
+            out(&func, json!("{\"a\": 1}")),
+            Outcome::Success(json!("{\"a\": 1}"))
+        );
+        func.transform = Some("cat".into());
+        assert_eq!(out(&func, json!("[1]")), Outcome::Success(json!([1])));
+    }
 
     fn text_of(r: &CallToolResult) -> Vec<String> {
         r.content

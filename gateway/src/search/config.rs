@@ -1,6 +1,7 @@
-//! The `search.*` configuration keys as they appear in the gateway's settings file, their
-//! `MCC_SEARCH__<KEY>` environment overrides, and their validation into
-//! [`SearchSettings`]. Every error names the key that is wrong.
+//! The `search.*` configuration keys as they appear in the gateway's settings file and
+//! their validation into [`SearchSettings`]. Every error names the key that is wrong.
+//! (`MCC_SEARCH__<KEY>` environment overrides are applied by the gateway's settings
+//! loader, like every other `MCC_*` override.)
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -43,64 +44,7 @@ impl std::fmt::Debug for SearchConfig {
     }
 }
 
-/// The environment variable prefix of search keys (`MCC_SEARCH__MODEL_DIR`, …).
-pub const ENV_PREFIX: &str = "MCC_SEARCH__";
-
-fn parse<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, SearchError>
-where
-    T::Err: std::fmt::Display,
-{
-    value
-        .trim()
-        .parse()
-        .map_err(|e| SearchError::Config(format!("{ENV_PREFIX}{key}={value:?}: {e}")))
-}
-
 impl SearchConfig {
-    /// Applies `MCC_SEARCH__<KEY>` overrides found by `lookup` (an empty value unsets an
-    /// optional text key).
-    pub fn apply_env(
-        &mut self,
-        lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), SearchError> {
-        let text = |key: &str| lookup(&format!("{ENV_PREFIX}{key}"));
-        let opt_text = |v: String| (!v.is_empty()).then_some(v);
-        if let Some(v) = text("MODEL_DIR") {
-            self.model_dir = opt_text(v).map(PathBuf::from);
-        }
-        if let Some(v) = text("EMBEDDINGS_URL") {
-            self.embeddings_url = opt_text(v);
-        }
-        if let Some(v) = text("EMBEDDINGS_MODEL") {
-            self.embeddings_model = opt_text(v);
-        }
-        if let Some(v) = text("EMBEDDINGS_API_KEY") {
-            self.embeddings_api_key = opt_text(v);
-        }
-        if let Some(v) = text("REDIS_URL") {
-            self.redis_url = opt_text(v);
-        }
-        if let Some(v) = text("MAX_RESULTS") {
-            self.max_results = Some(parse("MAX_RESULTS", &v)?);
-        }
-        if let Some(v) = text("KEYWORD_WEIGHT") {
-            self.keyword_weight = Some(parse("KEYWORD_WEIGHT", &v)?);
-        }
-        if let Some(v) = text("SEMANTIC_WEIGHT") {
-            self.semantic_weight = Some(parse("SEMANTIC_WEIGHT", &v)?);
-        }
-        if let Some(v) = text("KEYWORD_SATURATION") {
-            self.keyword_saturation = Some(parse("KEYWORD_SATURATION", &v)?);
-        }
-        if let Some(v) = text("QUERY_CACHE_SIZE") {
-            self.query_cache_size = Some(parse("QUERY_CACHE_SIZE", &v)?);
-        }
-        if let Some(v) = text("QUERY_CACHE_TTL_SECS") {
-            self.query_cache_ttl_secs = Some(parse("QUERY_CACHE_TTL_SECS", &v)?);
-        }
-        Ok(())
-    }
-
     /// Validated settings; defaults fill what is not set.
     pub fn settings(&self) -> Result<SearchSettings, SearchError> {
         let d = SearchSettings::default();
@@ -167,24 +111,19 @@ impl SearchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     #[test]
-    fn yaml_keys_env_overrides_and_defaults() {
-        let mut c: SearchConfig = serde_saphyr::from_str(
-            "model_dir: /models/minilm\nmax_results: 5\nkeyword_weight: 0.5\n",
+    fn yaml_keys_and_defaults() {
+        let c: SearchConfig = serde_saphyr::from_str(
+            "model_dir: /models/minilm\nmax_results: 5\nkeyword_weight: 0.5\nembeddings_url: http://tei:8080/v1\n",
         )
         .unwrap();
-        let env: HashMap<&str, &str> = [
-            ("MCC_SEARCH__MAX_RESULTS", "7"),
-            ("MCC_SEARCH__MODEL_DIR", ""),
-            ("MCC_SEARCH__EMBEDDINGS_URL", "http://tei:8080/v1"),
-        ]
-        .into();
-        c.apply_env(&|k| env.get(k).map(|v| v.to_string())).unwrap();
         let s = c.settings().unwrap();
-        assert_eq!(s.max_results, 7);
-        assert_eq!(s.model_dir, None);
+        assert_eq!(s.max_results, 5);
+        assert_eq!(
+            s.model_dir.as_deref(),
+            Some(std::path::Path::new("/models/minilm"))
+        );
         assert_eq!(s.embeddings_url.as_deref(), Some("http://tei:8080/v1"));
         assert_eq!(s.fusion.keyword_weight, 0.5);
         assert_eq!(s.fusion.semantic_weight, Fusion::default().semantic_weight);
@@ -213,14 +152,6 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("search.semantic_weight")
-        );
-        let mut c = SearchConfig::default();
-        let err = c
-            .apply_env(&|k| (k == "MCC_SEARCH__QUERY_CACHE_TTL_SECS").then(|| "soon".into()))
-            .unwrap_err();
-        assert!(
-            err.to_string().contains("MCC_SEARCH__QUERY_CACHE_TTL_SECS"),
-            "{err}"
         );
     }
 
