@@ -12,6 +12,7 @@ use rmcp::transport::streamable_http_server::session::SessionStore as McpSession
 use crate::auth::{AuthSetupError, Authenticator};
 use crate::catalog::{self, LiveCatalog};
 use crate::config::{SessionBackend, Settings};
+use crate::exec::cache::ResultCache;
 use crate::exec::{Engine, EngineSettings};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
@@ -99,6 +100,11 @@ pub fn build_with_catalog(
         max_output_bytes: settings.server.response_max_size,
         debug: settings.debug,
     });
+    // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
+    let engine = match sessions.redis_connection() {
+        Some(conn) => engine.with_cache(ResultCache::Redis(conn)),
+        None => engine,
+    };
     let auth = Authenticator::new(&settings.auth, catalog.directory())?;
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),

@@ -159,3 +159,50 @@ async fn large_results_are_truncated() {
     client.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// With Redis sessions the execute result cache lives in Redis: a `cache_ttl` tool run on
+/// one replica is answered from the cache on another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_cached_results_through_redis() {
+    // A unique tool name keeps runs of this test from seeing each other's entries.
+    let name = format!("stamp_{}", std::process::id());
+    let tools = format!(
+        "tools:\n  - name: {name}\n    groups: [public]\n    cache_ttl: 60\n    exec: echo \"run $$ $(date +%s%N)\"\n"
+    );
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("tools")).unwrap();
+        std::fs::write(dir.path().join("tools").join("tools.yaml"), &tools).unwrap();
+        let s = settings(dir.path(), "dev-admin", Some(&redis_url()));
+        servers.push(start_with(s, dir).await);
+    }
+    let key = format!("public.{name}");
+    let mut outputs = Vec::new();
+    for server in &servers {
+        let client = stateless(&server.url, TestClient::plain()).await;
+        outputs.push(call_text(&client, "execute", json!({ "key": key })).await);
+        client.cancel().await.unwrap();
+    }
+    assert!(outputs[0].starts_with("run "), "{outputs:?}");
+    assert_eq!(
+        outputs[0], outputs[1],
+        "the second replica answered from the shared cache"
+    );
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("mcc:exec:{key}:*"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let _: () = redis::cmd("DEL")
+        .arg(&keys)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    for server in servers {
+        server.stop().await;
+    }
+}

@@ -206,6 +206,15 @@ pub enum SessionStore {
 }
 
 impl SessionStore {
+    /// The Redis connection behind this store, for other per-replica-shared state (the
+    /// execute result cache) to use the same server and connection.
+    pub fn redis_connection(&self) -> Option<::redis::aio::ConnectionManager> {
+        match self {
+            SessionStore::Memory(_) => None,
+            SessionStore::Redis(store) => Some(store.connection()),
+        }
+    }
+
     /// Build the configured backend. Redis connects lazily: the gateway starts (and
     /// serves what needs no sessions) while Redis is down.
     pub fn from_settings(settings: &SessionSettings) -> Result<Self, SessionSetupError> {

@@ -75,6 +75,11 @@ impl RedisStore {
         self.ttl
     }
 
+    /// A handle on the (lazily connected, reconnecting) connection.
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
     fn ttl_secs(&self) -> i64 {
         i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX)
     }
