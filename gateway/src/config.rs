@@ -59,6 +59,9 @@ pub struct ServerSettings {
     pub allowed_origins: Vec<String>,
     /// Issue `Mcp-Session-Id` sessions to clients of protocol versions before 2026-07-28.
     pub legacy_sessions: bool,
+    /// Answer a request that needs no server-to-client message as one JSON body instead
+    /// of an SSE stream (rmcp falls back to SSE when a call elicits or notifies).
+    pub json_response: bool,
 }
 
 impl Default for Settings {
@@ -87,6 +90,7 @@ impl Default for ServerSettings {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             allowed_origins: vec![],
             legacy_sessions: true,
+            json_response: true,
         }
     }
 }
@@ -180,6 +184,11 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
     (
         "MCC_SERVER__LEGACY_SESSIONS",
         &["server", "legacy_sessions"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SERVER__JSON_RESPONSE",
+        &["server", "json_response"],
         EnvKind::Scalar,
     ),
     ("MCC_AUTH", &["auth", "backend"], EnvKind::Text),
@@ -469,7 +478,7 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     if s.session.ttl_secs == 0 {
         return Err(("session.ttl_secs", "must be greater than 0".into()));
     }
-    if let Err(e) = s.search_settings() {
+    if let Err(e) = s.search.settings() {
         return Err(("search", e.to_string()));
     }
     if s.reload_interval_ms == 0 {

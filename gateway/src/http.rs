@@ -46,6 +46,7 @@ fn mcp_service(
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.server.legacy_sessions)
+        .with_json_response(options.server.json_response)
         .with_max_request_body_bytes(options.server.max_request_body)
         .with_cancellation_token(options.shutdown.child_token());
     config = if options.server.allowed_hosts.is_empty() {
