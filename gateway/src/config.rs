@@ -101,7 +101,9 @@ impl Settings {
         &self,
     ) -> Result<crate::search::SearchSettings, crate::search::SearchError> {
         let mut out = self.search.settings()?;
-        if out.model_dir.is_none() && out.embeddings_url.is_none() {
+        // Only a build that can run a local model looks for one.
+        if cfg!(feature = "embed-local") && out.model_dir.is_none() && out.embeddings_url.is_none()
+        {
             out.model_dir = cached_model_dir(&|k| std::env::var(k).ok());
             if let Some(dir) = &out.model_dir {
                 tracing::info!(model_dir = %dir.display(), "search: using the model fetched by scripts/fetch-model.sh (set search.model_dir to choose another)");
