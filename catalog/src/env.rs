@@ -1,6 +1,7 @@
 //! The environment of a tool process, assembled in one place and one order:
-//! env floor → `env_passthrough` → `env_file` → `env` → the session context (last, so no
-//! tool can spoof the caller). Nothing here reads the process environment itself: the
+//! env floor → `env_passthrough` → `env_file` (in Kubernetes mode: the `envFrom` sources)
+//! → `env` → `env` entries with `valueFrom` → the session context (last, so no tool can
+//! spoof the caller). Nothing here reads the process environment itself: the
 //! caller passes the gateway's environment in, which keeps the rule testable and pure.
 
 use std::collections::BTreeMap;
@@ -28,12 +29,15 @@ pub fn fnmatch(pattern: &str, name: &str) -> bool {
 }
 
 /// Builds a tool's environment. `parent` is the gateway's environment, `floor` the
-/// deployment's floor names, `env_file` the parsed dotenv pairs of the tool's env file.
+/// deployment's floor names, `env_file` the parsed dotenv pairs of the tool's env file
+/// (or the resolved `envFrom` sources, in order), `value_from` the resolved `valueFrom`
+/// entries of a Kubernetes `Tool`.
 pub fn build_env(
     tool: &Tool,
     parent: &[(String, String)],
     floor: &[String],
     env_file: &[(String, String)],
+    value_from: &[(String, String)],
     context: &Map<String, Value>,
 ) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = parent
@@ -43,6 +47,7 @@ pub fn build_env(
         .collect();
     env.extend(env_file.iter().cloned());
     env.extend(tool.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    env.extend(value_from.iter().cloned());
     match &tool.kind {
         ToolKind::Fn { .. } => {
             env.insert(
@@ -187,7 +192,14 @@ mod tests {
         tool.env.insert("MCC_CTX_USER".into(), "mallory".into());
         let file = pairs(&[("FROM", "file"), ("ONLY_FILE", "1"), ("AWS_KEY", "file")]);
         let ctx = json!({"user": "alice", "budget": 1000, "ok": true, "groups": ["a"]});
-        let env = build_env(&tool, &parent, &floor(), &file, ctx.as_object().unwrap());
+        let env = build_env(
+            &tool,
+            &parent,
+            &floor(),
+            &file,
+            &[],
+            ctx.as_object().unwrap(),
+        );
         assert_eq!(env["PATH"], "/bin");
         assert_eq!(env["AWS_KEY"], "file");
         assert_eq!(env["FROM"], "env");
@@ -202,12 +214,34 @@ mod tests {
                 &parent,
                 &floor(),
                 &file,
+                &[],
                 json!({"l": ["a", "b"]}).as_object().unwrap()
             )["MCC_CTX_L"],
             "[\"a\", \"b\"]"
         );
         assert!(!env.contains_key("SECRET"));
         assert!(!env.contains_key("MCC_CTX"));
+    }
+
+    #[test]
+    fn value_from_comes_after_env_and_before_context() {
+        let mut tool = exec_tool();
+        tool.env.insert("PLAIN".into(), "env".into());
+        let from = pairs(&[("SHARED", "envFrom"), ("TOKEN", "envFrom")]);
+        let value_from = pairs(&[("TOKEN", "secret"), ("MCC_CTX_USER", "spoof")]);
+        let ctx = json!({"user": "alice"});
+        let env = build_env(
+            &tool,
+            &[],
+            &floor(),
+            &from,
+            &value_from,
+            ctx.as_object().unwrap(),
+        );
+        assert_eq!(env["SHARED"], "envFrom");
+        assert_eq!(env["TOKEN"], "secret");
+        assert_eq!(env["PLAIN"], "env");
+        assert_eq!(env["MCC_CTX_USER"], "alice");
     }
 
     #[test]
@@ -220,7 +254,7 @@ mod tests {
         ]);
         let mut tool = exec_tool();
         let names = |t: &Tool| {
-            build_env(t, &parent, &floor(), &[], &Map::new())
+            build_env(t, &parent, &floor(), &[], &[], &Map::new())
                 .into_keys()
                 .collect::<Vec<_>>()
         };
@@ -241,7 +275,7 @@ mod tests {
             python: None,
         };
         let ctx = json!({"user": "alice"});
-        let env = build_env(&tool, &[], &floor(), &[], ctx.as_object().unwrap());
+        let env = build_env(&tool, &[], &floor(), &[], &[], ctx.as_object().unwrap());
         assert_eq!(env["MCC_CTX"], "{\"user\": \"alice\"}");
         assert!(!env.contains_key("MCC_CTX_USER"));
     }

@@ -152,7 +152,14 @@ impl Introspector {
                 parse_dotenv(&text).map_err(|e| err(e.to_string()))?
             }
         };
-        let mut env = build_env(tool, &self.parent_env, &self.floor, &file_vars, &Map::new());
+        let mut env = build_env(
+            tool,
+            &self.parent_env,
+            &self.floor,
+            &file_vars,
+            &[],
+            &Map::new(),
+        );
         env.remove("MCC_CTX");
         let pythonpath = prepend_pythonpath(
             &cwd.display().to_string(),

@@ -30,7 +30,7 @@ fn run(tool: &Tool, params: Value, ctx: &Map<String, Value>) -> (bool, String) {
     let parent: Vec<(String, String)> = std::env::vars().collect();
     let floor: Vec<String> = DEFAULT_FLOOR.iter().map(|s| s.to_string()).collect();
     let params = mcc_catalog::params::validate(tool, &obj(params)).unwrap();
-    let mut env = build_env(tool, &parent, &floor, &[], ctx);
+    let mut env = build_env(tool, &parent, &floor, &[], &[], ctx);
     let (mut cmd, stdin) = match &tool.kind {
         ToolKind::Fn { path, .. } => {
             let cwd = tool.cwd.clone().unwrap();

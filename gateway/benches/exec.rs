@@ -51,6 +51,7 @@ async fn via_engine(engine: &Engine, tool: &Tool) -> Duration {
     let started = Instant::now();
     let out = engine
         .execute(Call {
+            refs: None,
             tool,
             params: json!({ "msg": MSG }).as_object().unwrap().clone(),
             context: context(),

@@ -1,5 +1,6 @@
 //! `serve`: builds the runtime state from [`Settings`] (catalog, session store, engine,
-//! identity, metrics), starts the catalog watcher and serves HTTP until shutdown.
+//! identity, metrics), starts the catalog watcher (tool files, or the operator's
+//! ConfigMap in Kubernetes mode) and serves HTTP until shutdown.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +10,11 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
 
-use crate::auth::{AuthSetupError, Authenticator};
+use crate::auth::{AuthSetupError, Authenticator, TokenReviewer};
 use crate::catalog::{self, LiveCatalog};
-use crate::config::{SessionBackend, Settings};
+use crate::config::{CatalogSource, SessionBackend, Settings};
 use crate::exec::cache::ResultCache;
+use crate::exec::environment::EnvResolver;
 use crate::exec::{Engine, EngineSettings};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
@@ -36,6 +38,24 @@ pub enum StartError {
     Search(#[from] SearchError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[cfg(feature = "kubernetes")]
+    #[error("{0}")]
+    Kube(#[from] crate::kube::KubeSetupError),
+    #[cfg(not(feature = "kubernetes"))]
+    #[error("catalog.source: kubernetes needs a gateway built with the `kubernetes` cargo feature")]
+    KubernetesNotBuilt,
+}
+
+/// What keeps the catalog current while serving.
+enum Watch {
+    /// Poll the tool and users files.
+    Files,
+    /// Watch the operator's ConfigMap.
+    #[cfg(feature = "kubernetes")]
+    Kubernetes {
+        client: ::kube::Client,
+        configmap: crate::kube::watch::CatalogConfigMap,
+    },
 }
 
 /// A built gateway, ready to serve.
@@ -44,10 +64,25 @@ pub struct Gateway {
     pub catalog: Arc<LiveCatalog>,
     pub shared: Arc<Shared>,
     reload_interval: Duration,
+    watch: Watch,
 }
 
-/// Builds everything from settings. Loads the catalog (blocking: introspection runs Python).
+/// Builds everything from settings. Loads the catalog (blocking: introspection runs
+/// Python); in Kubernetes mode the catalog arrives once the watch starts.
 pub async fn build(
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> Result<Gateway, StartError> {
+    match settings.catalog.source {
+        CatalogSource::Files => build_from_files(settings, shutdown).await,
+        #[cfg(feature = "kubernetes")]
+        CatalogSource::Kubernetes => build_for_kubernetes(settings, shutdown).await,
+        #[cfg(not(feature = "kubernetes"))]
+        CatalogSource::Kubernetes => Err(StartError::KubernetesNotBuilt),
+    }
+}
+
+async fn build_from_files(
     settings: &Settings,
     shutdown: CancellationToken,
 ) -> Result<Gateway, StartError> {
@@ -57,9 +92,51 @@ pub async fn build(
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
     let catalog = Arc::new(catalog);
+    let search = search_service(settings, &catalog).await?;
+    build_with_catalog(settings, catalog, search, shutdown)
+}
+
+/// Kubernetes mode: not ready (`/readyz`) until the first catalog document is installed.
+#[cfg(feature = "kubernetes")]
+async fn build_for_kubernetes(
+    settings: &Settings,
+    shutdown: CancellationToken,
+) -> Result<Gateway, StartError> {
+    let client = crate::kube::client().await?;
+    let configmap = crate::kube::watch::CatalogConfigMap {
+        namespace: settings
+            .catalog
+            .namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string()),
+        name: settings.catalog.configmap.clone(),
+    };
+    let catalog = Arc::new(LiveCatalog::waiting(format!(
+        "waiting for the catalog ConfigMap {configmap}"
+    )));
+    let search = search_service(settings, &catalog).await?;
+    let kube = KubeParts {
+        reviewer: Arc::new(crate::kube::token_review::KubeTokenReviewer::new(
+            client.clone(),
+            settings.auth.token_audience.clone(),
+        )),
+        resolver: Arc::new(crate::kube::env::KubeEnvResolver::new(
+            client.clone(),
+            crate::kube::env::DEFAULT_TTL,
+        )),
+    };
+    let mut gateway = build_parts(settings, catalog, search, shutdown, Some(kube))?;
+    gateway.watch = Watch::Kubernetes { client, configmap };
+    Ok(gateway)
+}
+
+/// The search service over the current snapshot (model loading and embedding block).
+async fn search_service(
+    settings: &Settings,
+    catalog: &LiveCatalog,
+) -> Result<SearchService, StartError> {
     let search_settings = settings.search_settings()?;
     let snapshot = catalog.snapshot();
-    // Loading a model and embedding the catalog block: off the async runtime.
     let search = tokio::task::spawn_blocking(move || {
         let search = SearchService::new(search_settings)?;
         search.rebuild_blocking(snapshot.tools())?;
@@ -67,7 +144,7 @@ pub async fn build(
     })
     .await
     .map_err(|e| std::io::Error::other(e.to_string()))??;
-    build_with_catalog(settings, catalog, search, shutdown)
+    Ok(search)
 }
 
 /// Builds everything around an existing live catalog (tests and benchmarks use this).
@@ -76,6 +153,23 @@ pub fn build_with_catalog(
     catalog: Arc<LiveCatalog>,
     search: SearchService,
     shutdown: CancellationToken,
+) -> Result<Gateway, StartError> {
+    build_parts(settings, catalog, search, shutdown, None)
+}
+
+/// What Kubernetes mode adds: ServiceAccount token checks and reference resolution.
+#[cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
+struct KubeParts {
+    reviewer: Arc<dyn TokenReviewer>,
+    resolver: Arc<dyn EnvResolver>,
+}
+
+fn build_parts(
+    settings: &Settings,
+    catalog: Arc<LiveCatalog>,
+    search: SearchService,
+    shutdown: CancellationToken,
+    kube: Option<KubeParts>,
 ) -> Result<Gateway, StartError> {
     let sessions = SessionStore::from_settings(&settings.session)?;
     let registry: Option<Arc<dyn McpSessionStore>> = match settings.session.backend {
@@ -105,7 +199,11 @@ pub fn build_with_catalog(
         Some(conn) => engine.with_cache(ResultCache::Redis(conn)),
         None => engine,
     };
-    let auth = Authenticator::new(&settings.auth, catalog.directory())?;
+    let (engine, reviewer) = match kube {
+        Some(k) => (engine.with_env_resolver(k.resolver), Some(k.reviewer)),
+        None => (engine, None),
+    };
+    let auth = Authenticator::with_token_reviewer(&settings.auth, catalog.directory(), reviewer)?;
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),
         sessions,
@@ -129,6 +227,7 @@ pub fn build_with_catalog(
         catalog,
         shared,
         reload_interval: Duration::from_millis(settings.reload_interval_ms),
+        watch: Watch::Files,
     })
 }
 
@@ -146,12 +245,28 @@ impl Gateway {
                 tracing::error!(error = %e, "search index rebuild failed; searching the previous catalog");
             }
         });
-        tokio::spawn(catalog::watch(
-            self.catalog.clone(),
-            self.reload_interval,
-            shutdown.clone(),
-            rebuild_search,
-        ));
+        match self.watch {
+            Watch::Files => {
+                tokio::spawn(catalog::watch(
+                    self.catalog.clone(),
+                    self.reload_interval,
+                    shutdown.clone(),
+                    rebuild_search,
+                ));
+            }
+            #[cfg(feature = "kubernetes")]
+            Watch::Kubernetes { client, configmap } => {
+                tracing::info!(%configmap, "watching the catalog ConfigMap");
+                tokio::spawn(crate::kube::watch::run(
+                    self.catalog.clone(),
+                    client,
+                    configmap,
+                    mcc_catalog::introspect::Introspector::default(),
+                    shutdown.clone(),
+                    rebuild_search,
+                ));
+            }
+        }
         axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await

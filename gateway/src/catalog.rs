@@ -1,6 +1,8 @@
-//! The live catalog of file mode: tool files and the users file loaded into one immutable
-//! [`Catalog`] snapshot, swapped atomically when a file changes. A broken edit keeps the
-//! last good snapshot and records the error (file and message) for `/readyz` and the log.
+//! The live catalog: one immutable [`Catalog`] snapshot, swapped atomically when its
+//! source changes. File mode loads tool files and the users file (polled by [`watch`]);
+//! Kubernetes mode builds the same snapshot from the operator's document
+//! ([`crate::published`]) and installs it with [`LiveCatalog::install`]. A broken edit
+//! keeps the last good snapshot and records the error for `/readyz` and the log.
 //!
 //! Loading rules (YAML, keys, introspection) are `mcc_catalog`'s; this module only decides
 //! when to load and what to keep.
@@ -11,6 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use mcc_catalog::document::{EnvFromRef, EnvValueRef};
 use mcc_catalog::introspect::Introspector;
 use mcc_catalog::{Tool, User};
 use serde::Deserialize;
@@ -23,6 +26,29 @@ pub struct Catalog {
     tools: Vec<Tool>,
     by_key: HashMap<String, usize>,
     users: Vec<User>,
+    /// Kubernetes mode: what each tool (by key) takes from the Kubernetes API.
+    refs: HashMap<String, ToolRefs>,
+}
+
+/// What a tool of the operator's catalog needs from the Kubernetes API at execution time
+/// (references only: values are resolved per call and never stored in the catalog).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolRefs {
+    /// The Tool's namespace: references resolve there.
+    pub namespace: String,
+    /// The Tool resource's name (for messages).
+    pub resource: String,
+    pub env_from: Vec<EnvFromRef>,
+    pub env_value_from: Vec<EnvValueRef>,
+    /// `runtime: pod`: the tool runs in an ephemeral Pod, not as a local process.
+    pub pod: bool,
+}
+
+impl ToolRefs {
+    /// Nothing to resolve and a local runtime.
+    pub fn is_empty(&self) -> bool {
+        self.env_from.is_empty() && self.env_value_from.is_empty() && !self.pod
+    }
 }
 
 impl Catalog {
@@ -36,7 +62,19 @@ impl Catalog {
             tools,
             by_key,
             users,
+            refs: HashMap::new(),
         }
+    }
+
+    /// The same snapshot with the Kubernetes references of its tools (by key).
+    pub fn with_refs(mut self, refs: HashMap<String, ToolRefs>) -> Self {
+        self.refs = refs;
+        self
+    }
+
+    /// The Kubernetes references of a tool, if it has any.
+    pub fn refs(&self, key: &str) -> Option<&ToolRefs> {
+        self.refs.get(key)
     }
 
     pub fn tools(&self) -> &[Tool] {
@@ -137,6 +175,9 @@ pub struct ReloadStatus {
     pub users: usize,
     /// The error of the latest failed reload, while the last good catalog is served.
     pub last_error: Option<String>,
+    /// Kubernetes mode: the `mcc.dev/catalog-hash` of the document being served.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
 }
 
 /// The catalog every request reads, plus where it came from. Cheap to share.
@@ -172,6 +213,7 @@ impl LiveCatalog {
             tools: catalog.tools().len(),
             users: catalog.users().len(),
             last_error: None,
+            hash: None,
         };
         let directory = SharedDirectory::new(
             Directory::from_users(catalog.users().to_vec()).unwrap_or_default(),
@@ -199,29 +241,58 @@ impl LiveCatalog {
         self.status.read().expect("status lock").clone()
     }
 
+    /// A live catalog with nothing loaded yet (generation 0: `/readyz` says not ready)
+    /// that says why in its status; Kubernetes mode starts so and [`Self::install`]s.
+    pub fn waiting(reason: String) -> Self {
+        let live = Self::with_catalog(Catalog::default(), vec![], None);
+        {
+            let mut status = live.status.write().expect("status lock");
+            status.generation = 0;
+            status.last_error = Some(reason);
+        }
+        live
+    }
+
+    /// Swaps in a new snapshot and its users; requests already running keep the old one.
+    pub fn install(&self, catalog: Catalog, directory: Directory, hash: Option<String>) {
+        let mut status = self.status.write().expect("status lock");
+        status.generation += 1;
+        status.tools = catalog.tools().len();
+        status.users = catalog.users().len();
+        status.last_error = None;
+        status.hash = hash;
+        self.current.store(Arc::new(catalog));
+        self.directory.replace(directory);
+        tracing::info!(
+            tools = status.tools,
+            users = status.users,
+            generation = status.generation,
+            "catalog installed"
+        );
+    }
+
+    /// Records why the source could not be loaded; the last good catalog stays.
+    pub fn record_error(&self, message: String) {
+        tracing::error!(error = %message, "catalog reload failed; keeping the last good catalog");
+        self.status.write().expect("status lock").last_error = Some(message);
+    }
+
+    /// The source answered again with the catalog already served: clear a stale error.
+    pub fn clear_error(&self) {
+        self.status.write().expect("status lock").last_error = None;
+    }
+
     /// Reloads from the files: swaps in the new catalog, or keeps the old one and records
     /// the error. Blocking (runs introspection).
     pub fn reload(&self) -> Result<(), String> {
         match load(&self.tool_entries, self.users_file.as_deref()) {
             Ok((catalog, directory)) => {
-                let mut status = self.status.write().expect("status lock");
-                status.generation += 1;
-                status.tools = catalog.tools().len();
-                status.users = catalog.users().len();
-                status.last_error = None;
-                self.current.store(Arc::new(catalog));
-                self.directory.replace(directory);
-                tracing::info!(
-                    tools = status.tools,
-                    users = status.users,
-                    "catalog reloaded"
-                );
+                self.install(catalog, directory, None);
                 Ok(())
             }
             Err(e) => {
                 let message = e.to_string();
-                tracing::error!(error = %message, "catalog reload failed; keeping the last good catalog");
-                self.status.write().expect("status lock").last_error = Some(message.clone());
+                self.record_error(message.clone());
                 Err(message)
             }
         }

@@ -28,6 +28,8 @@ pub struct Settings {
     /// the full section (see `docs/auth.md`).
     #[serde(deserialize_with = "crate::auth::deserialize_auth_settings")]
     pub auth: AuthSettings,
+    /// Where the catalog comes from: tool files (default) or the operator's ConfigMap.
+    pub catalog: CatalogSettings,
     /// Tool files, directories or globs (file mode).
     pub tools: Vec<String>,
     /// The users YAML file (`users:` list) of file mode; `null` means no catalog users.
@@ -64,11 +66,45 @@ pub struct ServerSettings {
     pub json_response: bool,
 }
 
+/// The `catalog` section: where tools and users come from.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogSettings {
+    /// `files` (the `tools` and `users_file` settings) or `kubernetes` (the ConfigMap the
+    /// operator publishes, watched through the Kubernetes API).
+    pub source: CatalogSource,
+    /// Kubernetes mode: the ConfigMap's name.
+    pub configmap: String,
+    /// Kubernetes mode: its namespace (default: the namespace of the kubeconfig or of the
+    /// pod's ServiceAccount).
+    pub namespace: Option<String>,
+}
+
+/// Where the catalog comes from.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CatalogSource {
+    #[default]
+    Files,
+    Kubernetes,
+}
+
+impl Default for CatalogSettings {
+    fn default() -> Self {
+        Self {
+            source: CatalogSource::Files,
+            configmap: "mcc-catalog".into(),
+            namespace: None,
+        }
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
             server: ServerSettings::default(),
             auth: AuthSettings::default(),
+            catalog: CatalogSettings::default(),
             tools: vec!["examples/".into()],
             users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
@@ -217,6 +253,38 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
     (
         "MCC_AUTH__JWT__HS256_SECRET",
         &["auth", "jwt", "hs256_secret"],
+        EnvKind::Text,
+    ),
+    // The names the Helm chart sets, then the `MCC_<SECTION>__<KEY>` forms (which win).
+    (
+        "MCC_CATALOG_CONFIGMAP",
+        &["catalog", "configmap"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_CATALOG_NAMESPACE",
+        &["catalog", "namespace"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_TOKEN_AUDIENCE",
+        &["auth", "token_audience"],
+        EnvKind::Text,
+    ),
+    ("MCC_CATALOG__SOURCE", &["catalog", "source"], EnvKind::Text),
+    (
+        "MCC_CATALOG__CONFIGMAP",
+        &["catalog", "configmap"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_CATALOG__NAMESPACE",
+        &["catalog", "namespace"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__TOKEN_AUDIENCE",
+        &["auth", "token_audience"],
         EnvKind::Text,
     ),
     ("MCC_TOOL_FILES", &["tools"], EnvKind::List),
@@ -460,7 +528,7 @@ fn apply_redis_url(tree: &mut Value, redis_url: Option<String>, used: &mut Vec<&
 
 /// Checks that need more than a type: ranges, required companions, URL schemes.
 fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
-    const BACKENDS: [&str; 4] = ["dev-admin", "dev-public", "jwt", "api_key"];
+    const BACKENDS: [&str; 5] = ["dev-admin", "dev-public", "jwt", "api_key", "kubernetes"];
     if !BACKENDS.contains(&s.auth.backend.as_str()) {
         return Err((
             "auth.backend",
@@ -486,7 +554,8 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     if s.reload_interval_ms == 0 {
         return Err(("reload_interval_ms", "must be greater than 0".into()));
     }
-    if s.tools.is_empty() {
+    validate_catalog(s)?;
+    if s.catalog.source == CatalogSource::Files && s.tools.is_empty() {
         return Err((
             "tools",
             "no tool files, directories or globs given (set `tools` or MCC_TOOL_FILES)".into(),
@@ -526,6 +595,24 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
         )),
         _ => Ok(()),
     }
+}
+
+/// The catalog source and what depends on it.
+fn validate_catalog(s: &Settings) -> Result<(), (&'static str, String)> {
+    let kubernetes = s.catalog.source == CatalogSource::Kubernetes;
+    if kubernetes && s.catalog.configmap.trim().is_empty() {
+        return Err((
+            "catalog.configmap",
+            "must name the catalog ConfigMap (MCC_CATALOG__CONFIGMAP)".into(),
+        ));
+    }
+    if s.auth.backend == "kubernetes" && !kubernetes {
+        return Err((
+            "auth.backend",
+            "the kubernetes backend maps ServiceAccounts to users with the operator's catalog: set catalog.source: kubernetes".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn is_env_name(name: &str) -> bool {
@@ -616,6 +703,47 @@ mod tests {
         assert_eq!(s.auth.backend, "dev-public");
         assert_eq!(s.tools, vec!["x.yaml", "dir/"]);
         assert_eq!(s.env_floor, vec!["PATH", "HOME"]);
+    }
+
+    #[test]
+    fn kubernetes_catalog_settings() {
+        let s = load(
+            None,
+            &env(&[
+                ("MCC_CATALOG__SOURCE", "kubernetes"),
+                ("MCC_CATALOG_CONFIGMAP", "from-chart"),
+                ("MCC_CATALOG_NAMESPACE", "mcc-system"),
+                ("MCC_TOKEN_AUDIENCE", "mcc-gateway"),
+                ("MCC_AUTH", "kubernetes"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.catalog.source, CatalogSource::Kubernetes);
+        assert_eq!(s.catalog.configmap, "from-chart");
+        assert_eq!(s.catalog.namespace.as_deref(), Some("mcc-system"));
+        assert_eq!(s.auth.token_audience.as_deref(), Some("mcc-gateway"));
+        let s = load(
+            None,
+            &env(&[
+                ("MCC_CATALOG_CONFIGMAP", "from-chart"),
+                ("MCC_CATALOG__CONFIGMAP", "explicit"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.catalog.configmap, "explicit", "the section form wins");
+        assert_eq!(s.catalog.source, CatalogSource::Files);
+
+        let e = load(None, &env(&[("MCC_AUTH", "kubernetes")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("auth.backend") && e.contains("catalog.source: kubernetes"),
+            "{e}"
+        );
+        let e = load(None, &env(&[("MCC_CATALOG__SOURCE", "etcd")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("catalog.source") && e.contains("etcd"), "{e}");
     }
 
     #[test]

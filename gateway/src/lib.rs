@@ -17,7 +17,10 @@ pub mod config;
 pub mod exec;
 pub mod http;
 pub mod jsonrpc_guard;
+#[cfg(feature = "kubernetes")]
+pub mod kube;
 pub mod mcp;
 pub mod metrics;
+pub mod published;
 pub mod search;
 pub mod session;

@@ -83,6 +83,8 @@ pub struct Directory {
     by_name: HashMap<String, usize>,
     by_email: HashMap<String, usize>,
     keys: HashMap<String, KeyRecord>,
+    /// (namespace, name) of a ServiceAccount → index of the user it acts as.
+    service_accounts: HashMap<(String, String), usize>,
 }
 
 impl Directory {
@@ -152,6 +154,27 @@ impl Directory {
 
     pub fn key(&self, prefix: &str) -> Option<&KeyRecord> {
         self.keys.get(prefix)
+    }
+
+    /// Lets ServiceAccount `namespace/name` act as `username` (Kubernetes mode). A
+    /// ServiceAccount already bound keeps its first user; `false` tells the caller so.
+    pub fn bind_service_account(&mut self, namespace: &str, name: &str, username: &str) -> bool {
+        let Some(&index) = self.by_name.get(username) else {
+            return false;
+        };
+        let sa = (namespace.to_string(), name.to_string());
+        if self.service_accounts.contains_key(&sa) {
+            return false;
+        }
+        self.service_accounts.insert(sa, index);
+        true
+    }
+
+    /// The user a ServiceAccount acts as.
+    pub fn by_service_account(&self, namespace: &str, name: &str) -> Option<&User> {
+        self.service_accounts
+            .get(&(namespace.to_string(), name.to_string()))
+            .map(|&i| &self.users[i])
     }
 }
 

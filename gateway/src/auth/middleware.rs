@@ -42,12 +42,16 @@ pub async fn authenticate_request(
 }
 
 /// The response for a refused credential: 401 (missing or invalid), 403 (insufficient
-/// scope) or 503 (keys unavailable), with a `WWW-Authenticate` header and a small JSON
+/// scope, or a genuine identity that is no catalog user) or 503 (keys unavailable), with a `WWW-Authenticate` header and a small JSON
 /// body `{"error": ..., "error_description": ...}`.
 pub fn challenge(auth: &Authenticator, err: &AuthError) -> Response {
     let (status, code) = status_and_code(err);
     let body = serde_json::json!({
-        "error": code.unwrap_or("unauthorized"),
+        "error": code.unwrap_or(if status == StatusCode::FORBIDDEN {
+            "forbidden"
+        } else {
+            "unauthorized"
+        }),
         "error_description": err.to_string(),
     });
     let mut response = Response::new(Body::from(body.to_string()));
@@ -69,6 +73,7 @@ fn status_and_code(err: &AuthError) -> (StatusCode, Option<&'static str>) {
         AuthError::InvalidToken(_) => (StatusCode::UNAUTHORIZED, Some("invalid_token")),
         AuthError::InsufficientScope(_) => (StatusCode::FORBIDDEN, Some("insufficient_scope")),
         AuthError::KeysUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, None),
+        AuthError::Forbidden(_) => (StatusCode::FORBIDDEN, None),
     }
 }
 
@@ -143,5 +148,14 @@ mod tests {
             value.contains("error=\"insufficient_scope\"")
                 && value.ends_with("scope=\"mcp:tools\"")
         );
+        let unbound = challenge(
+            &auth,
+            &AuthError::Forbidden("ServiceAccount a/b is not bound".into()),
+        );
+        assert_eq!(unbound.status(), StatusCode::FORBIDDEN);
+        let value = unbound.headers()[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap();
+        assert!(!value.contains("error="), "{value}");
     }
 }

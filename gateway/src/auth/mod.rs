@@ -7,6 +7,9 @@
 //!   / `dev-public` (groups `[public]`). For local use only.
 //! - `jwt`: a bearer JWT, see [`jwt`].
 //! - `api_key`: a key `mcc_<prefix>_<secret>`, see [`api_key`].
+//! - `kubernetes`: a Kubernetes ServiceAccount token, checked by a [`TokenReviewer`] (the
+//!   TokenReview API) and mapped to the catalog user whose UserGrant binds that
+//!   ServiceAccount; an API key is accepted too (the operator mints them).
 //!
 //! On `jwt` and `api_key`, a present but bad credential is refused (401, see
 //! [`middleware`]); a request with no credential at all is refused too unless
@@ -52,6 +55,10 @@ pub struct AuthSettings {
     /// Settings of the `jwt` backend.
     #[serde(default)]
     pub jwt: JwtSettings,
+    /// `kubernetes` backend: the audience TokenReview checks tokens against (tokens must
+    /// be minted for it). Unset: the API server's own audience.
+    #[serde(default)]
+    pub token_audience: Option<String>,
 }
 
 fn default_backend() -> String {
@@ -70,6 +77,7 @@ impl Default for AuthSettings {
             realm: default_realm(),
             resource_metadata_url: None,
             jwt: JwtSettings::default(),
+            token_audience: None,
         }
     }
 }
@@ -140,6 +148,23 @@ pub enum AuthError {
     /// The identity provider's keys could not be fetched (503).
     #[error("authentication temporarily unavailable: {0}")]
     KeysUnavailable(String),
+    /// A genuine credential whose subject is not a catalog user (403).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+/// A ServiceAccount as an authenticated token names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceAccount {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Checks a ServiceAccount token (the `kubernetes` backend; the Kubernetes implementation
+/// asks the TokenReview API). A token that is not genuine is `InvalidToken`.
+#[async_trait::async_trait]
+pub trait TokenReviewer: Send + Sync {
+    async fn review(&self, token: &str) -> Result<ServiceAccount, AuthError>;
 }
 
 /// A bad `auth` setting.
@@ -149,6 +174,10 @@ pub enum AuthSetupError {
     UnknownBackend(String),
     #[error(transparent)]
     Jwt(#[from] jwt::JwtSetupError),
+    #[error(
+        "auth backend 'kubernetes' needs the Kubernetes API (catalog.source: kubernetes, and a gateway built with the `kubernetes` feature)"
+    )]
+    NoTokenReview,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,6 +190,7 @@ enum Backend {
     Dev(Dev),
     Jwt(Box<jwt::JwtVerifier>),
     ApiKey,
+    Kubernetes(Arc<dyn TokenReviewer>),
 }
 
 /// Resolves credentials to identities. Cheap to clone.
@@ -181,11 +211,21 @@ impl Authenticator {
     /// Build the configured backend over the (reloadable) users. Fails on an unknown
     /// backend or a bad `jwt` setting, naming it.
     pub fn new(settings: &AuthSettings, users: SharedDirectory) -> Result<Self, AuthSetupError> {
+        Self::with_token_reviewer(settings, users, None)
+    }
+
+    /// Like [`Self::new`], with the token checker the `kubernetes` backend needs.
+    pub fn with_token_reviewer(
+        settings: &AuthSettings,
+        users: SharedDirectory,
+        reviewer: Option<Arc<dyn TokenReviewer>>,
+    ) -> Result<Self, AuthSetupError> {
         let backend = match settings.backend.as_str() {
             "dev-admin" => Backend::Dev(Dev::Admin),
             "dev-public" => Backend::Dev(Dev::Public),
             "jwt" => Backend::Jwt(Box::new(jwt::JwtVerifier::new(&settings.jwt)?)),
             "api_key" => Backend::ApiKey,
+            "kubernetes" => Backend::Kubernetes(reviewer.ok_or(AuthSetupError::NoTokenReview)?),
             other => return Err(AuthSetupError::UnknownBackend(other.to_string())),
         };
         Ok(Self {
@@ -210,6 +250,14 @@ impl Authenticator {
             },
             Backend::ApiKey => match credential(headers, CredentialKind::ApiKey)? {
                 Some(key) => api_key_user(&directory, key).map(Identity::user),
+                None => self.without_credential(CredentialKind::ApiKey),
+            },
+            Backend::Kubernetes(reviewer) => match credential(headers, CredentialKind::ApiKey)? {
+                Some(key) if mcc_catalog::apikey::prefix_of(key).is_some() => {
+                    api_key_user(&directory, key).map(Identity::user)
+                }
+                Some(token) => service_account_user(&directory, reviewer.review(token).await?)
+                    .map(Identity::user),
                 None => self.without_credential(CredentialKind::ApiKey),
             },
         }
@@ -256,6 +304,19 @@ fn api_key_user(directory: &Directory, raw: &str) -> Result<User, AuthError> {
         .by_username(username)
         .cloned()
         .ok_or_else(|| AuthError::InvalidToken("invalid API key".into()))
+}
+
+/// The user a reviewed ServiceAccount acts as; an unbound one is refused by name.
+fn service_account_user(directory: &Directory, sa: ServiceAccount) -> Result<User, AuthError> {
+    directory
+        .by_service_account(&sa.namespace, &sa.name)
+        .cloned()
+        .ok_or_else(|| {
+            AuthError::Forbidden(format!(
+                "ServiceAccount {}/{} is not bound to any MCC user (list it under a UserGrant's serviceAccounts)",
+                sa.namespace, sa.name
+            ))
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,8 @@
 //! The environment and working directory of a tool process. The layering rule itself
-//! (floor → passthrough → env_file → env → context) lives in [`mcc_catalog::env`]; this
-//! module reads the tool's env_file, checks its cwd, and adds `PYTHONPATH` for fn tools.
+//! (floor → passthrough → env_file / envFrom → env → valueFrom → context) lives in
+//! [`mcc_catalog::env`]; this module reads the tool's env_file, takes the values an
+//! [`EnvResolver`] fetched for a Kubernetes `Tool`'s references, checks its cwd, and adds
+//! `PYTHONPATH` for fn tools.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,36 @@ use mcc_catalog::Tool;
 use mcc_catalog::env::{build_env, parse_dotenv, prepend_pythonpath};
 
 use super::{EngineSettings, ExecError};
+use crate::catalog::ToolRefs;
+
+/// Values a tool takes from outside the catalog at execution time: its `envFrom` sources
+/// and `valueFrom` entries, resolved. Holds secret values: its `Debug` shows names only.
+#[derive(Default, Clone, PartialEq)]
+pub struct ReferencedEnv {
+    /// `envFrom` pairs, sources in declared order (the place of `env_file`).
+    pub env_from: Vec<(String, String)>,
+    /// `valueFrom` pairs, in declared order (after `env`).
+    pub value_from: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ReferencedEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = |pairs: &[(String, String)]| -> Vec<String> {
+            pairs.iter().map(|(k, _)| k.clone()).collect()
+        };
+        f.debug_struct("ReferencedEnv")
+            .field("env_from (names only)", &names(&self.env_from))
+            .field("value_from (names only)", &names(&self.value_from))
+            .finish()
+    }
+}
+
+/// Fetches the values a tool's references name (the Kubernetes implementation reads
+/// Secrets and ConfigMaps). Errors name the object and key, never a value.
+#[async_trait::async_trait]
+pub trait EnvResolver: Send + Sync {
+    async fn resolve(&self, refs: &ToolRefs) -> Result<ReferencedEnv, String>;
+}
 
 /// Where and with what a tool process runs.
 #[derive(Debug)]
@@ -24,14 +56,17 @@ pub struct ProcessEnv {
 pub fn for_tool(
     tool: &Tool,
     settings: &EngineSettings,
+    referenced: &ReferencedEnv,
     context: &Map<String, Value>,
 ) -> Result<ProcessEnv, ExecError> {
-    let file_vars = read_env_file(tool)?;
+    let mut file_vars = read_env_file(tool)?;
+    file_vars.extend(referenced.env_from.iter().cloned());
     let mut vars = build_env(
         tool,
         &settings.parent_env,
         &settings.env_floor,
         &file_vars,
+        &referenced.value_from,
         context,
     );
     let cwd = working_dir(tool)?;

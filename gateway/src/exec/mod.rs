@@ -70,6 +70,9 @@ impl std::fmt::Debug for EngineSettings {
 #[derive(Debug, Clone)]
 pub struct Call<'a> {
     pub tool: &'a Tool,
+    /// Kubernetes mode: what the tool takes from the Kubernetes API (see
+    /// [`crate::catalog::Catalog::refs`]); `None` for file-mode tools.
+    pub refs: Option<&'a crate::catalog::ToolRefs>,
     pub params: Map<String, Value>,
     pub context: Map<String, Value>,
     pub caller: &'a str,
@@ -158,6 +161,12 @@ pub enum ExecError {
     },
     #[error("tool '{tool}': the fn runner's output is not a JSON [result, context] pair: {reason}")]
     RunnerOutput { tool: String, reason: String },
+    #[error("tool '{tool}': environment from Kubernetes: {reason}")]
+    EnvRefs { tool: String, reason: String },
+    #[error(
+        "tool '{tool}': runtime 'pod' is not supported by this gateway yet (use the local runtime)"
+    )]
+    PodRuntime { tool: String },
 }
 
 /// Runs tools. Cheap to clone.
@@ -166,6 +175,17 @@ pub struct Engine {
     settings: Arc<EngineSettings>,
     templates: Arc<minijinja::Environment<'static>>,
     cache: ResultCache,
+    resolver: Option<Resolver>,
+}
+
+/// The engine's [`environment::EnvResolver`], shown by name in `Debug`.
+#[derive(Clone)]
+struct Resolver(Arc<dyn environment::EnvResolver>);
+
+impl std::fmt::Debug for Resolver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvResolver")
+    }
 }
 
 /// What is settled before a process starts: limits, the rendered transform, the
@@ -195,7 +215,15 @@ impl Engine {
             settings: Arc::new(settings),
             templates: Arc::new(mcc_catalog::template::environment()),
             cache: ResultCache::memory(),
+            resolver: None,
         }
+    }
+
+    /// The same engine resolving Kubernetes references (`envFrom`, `valueFrom`) with
+    /// `resolver`; without one, a tool with references is refused with a clear error.
+    pub fn with_env_resolver(mut self, resolver: Arc<dyn environment::EnvResolver>) -> Self {
+        self.resolver = Some(Resolver(resolver));
+        self
     }
 
     /// The same engine with another result cache (e.g. [`ResultCache::redis`]).
@@ -284,7 +312,8 @@ impl Engine {
     /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
-        let prepared = self.prepare(call)?;
+        let referenced = self.referenced_env(call).await?;
+        let prepared = self.prepare(call, &referenced)?;
         let (finished, outcome, write_back) = match &tool.kind {
             ToolKind::Exec { command } | ToolKind::Curl { command, .. } => {
                 self.run_shell(call, command, &prepared).await?
@@ -307,7 +336,38 @@ impl Engine {
         })
     }
 
-    fn prepare(&self, call: &Call<'_>) -> Result<Prepared, ExecError> {
+    /// Fetches the values of the tool's Kubernetes references, per call (the resolver
+    /// caches briefly), so a rotated Secret takes effect without a catalog change.
+    async fn referenced_env(
+        &self,
+        call: &Call<'_>,
+    ) -> Result<environment::ReferencedEnv, ExecError> {
+        let Some(refs) = call.refs.filter(|r| !r.is_empty()) else {
+            return Ok(Default::default());
+        };
+        let tool = call.tool.key.clone();
+        if refs.pod {
+            return Err(ExecError::PodRuntime { tool });
+        }
+        let Some(resolver) = &self.resolver else {
+            return Err(ExecError::EnvRefs {
+                tool,
+                reason: "this gateway has no Kubernetes API access to resolve envFrom/valueFrom"
+                    .into(),
+            });
+        };
+        resolver
+            .0
+            .resolve(refs)
+            .await
+            .map_err(|reason| ExecError::EnvRefs { tool, reason })
+    }
+
+    fn prepare(
+        &self,
+        call: &Call<'_>,
+        referenced: &environment::ReferencedEnv,
+    ) -> Result<Prepared, ExecError> {
         let tool = call.tool;
         let limit_err = |source| ExecError::Limits {
             tool: tool.key.clone(),
@@ -321,7 +381,7 @@ impl Engine {
             rlimits: Rlimits::from_limits(&tool.limits).map_err(limit_err)?,
             timeout: limits::timeout(&tool.limits).map_err(limit_err)?,
             transform_line,
-            env: environment::for_tool(tool, &self.settings, &call.context)?,
+            env: environment::for_tool(tool, &self.settings, referenced, &call.context)?,
         })
     }
 

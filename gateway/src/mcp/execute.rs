@@ -108,6 +108,7 @@ async fn run(
         .engine
         .execute(Call {
             tool,
+            refs: catalog.refs(key),
             params,
             context,
             caller: call.caller.username(),

@@ -85,6 +85,7 @@ pub async fn call_as(
 ) -> Result<Execution, ExecError> {
     engine
         .execute(Call {
+            refs: None,
             tool,
             params: obj(params),
             context,

@@ -1,0 +1,28 @@
+//! Kubernetes mode (feature `kubernetes`): the gateway's calls to the Kubernetes API.
+//!
+//! - [`watch`]: the operator's catalog ConfigMap, watched and installed into the
+//!   [`crate::catalog::LiveCatalog`];
+//! - [`env`]: `envFrom`/`valueFrom` values from Secrets and ConfigMaps at execution time;
+//! - [`token_review`]: ServiceAccount tokens checked with the TokenReview API for the
+//!   `kubernetes` auth backend.
+//!
+//! Tests play the API server with `tower_test::mock` ([`testing`]).
+
+pub mod env;
+pub mod token_review;
+pub mod watch;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+/// Why the Kubernetes API cannot be used at startup.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "Kubernetes API: {0} (in a pod this needs the ServiceAccount token; elsewhere a KUBECONFIG)"
+)]
+pub struct KubeSetupError(#[from] pub ::kube::Error);
+
+/// A client from the pod's ServiceAccount or the local kubeconfig.
+pub async fn client() -> Result<::kube::Client, KubeSetupError> {
+    Ok(::kube::Client::try_default().await?)
+}
