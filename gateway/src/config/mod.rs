@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod overrides;
+
 pub use crate::auth::AuthSettings;
 pub use crate::session::{SessionBackend, SessionSettings};
 
-/// The default env floor: the only gateway variables a tool sees without passthrough.
-pub const DEFAULT_ENV_FLOOR: [&str; 10] = [
-    "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ", "TERM", "SHELL",
-];
+/// The default env floor (defined with the rest of the env rules in the catalog crate).
+pub use mcc_catalog::env::DEFAULT_FLOOR as DEFAULT_ENV_FLOOR;
 
 /// All settings. Field names are the YAML keys.
 #[derive(Debug, Clone, Deserialize)]
@@ -182,197 +182,6 @@ pub enum ConfigError {
     },
 }
 
-/// How an environment variable overrides a key.
-#[derive(Clone, Copy)]
-enum EnvKind {
-    /// A YAML scalar (`8000`, `true`, `redis`).
-    Scalar,
-    /// A `;`-separated list.
-    List,
-    /// A string taken as is (names, URLs, secrets: `0123` stays text).
-    Text,
-    /// A decimal number (`0.5`).
-    Number,
-}
-
-/// Environment overrides: variable, key path, kind. Applied in this order.
-const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
-    ("MCC_SERVER__HOST", &["server", "host"], EnvKind::Text),
-    ("MCC_SERVER__PORT", &["server", "port"], EnvKind::Scalar),
-    (
-        "MCC_SERVER__RESPONSE_MAX_SIZE",
-        &["server", "response_max_size"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SERVER__MAX_REQUEST_BODY",
-        &["server", "max_request_body"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SERVER__ALLOWED_HOSTS",
-        &["server", "allowed_hosts"],
-        EnvKind::List,
-    ),
-    (
-        "MCC_SERVER__ALLOWED_ORIGINS",
-        &["server", "allowed_origins"],
-        EnvKind::List,
-    ),
-    (
-        "MCC_SERVER__LEGACY_SESSIONS",
-        &["server", "legacy_sessions"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SERVER__JSON_RESPONSE",
-        &["server", "json_response"],
-        EnvKind::Scalar,
-    ),
-    ("MCC_AUTH", &["auth", "backend"], EnvKind::Text),
-    (
-        "MCC_AUTH__ALLOW_ANONYMOUS",
-        &["auth", "allow_anonymous"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_AUTH__JWT__JWKS_URL",
-        &["auth", "jwt", "jwks_url"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_AUTH__JWT__ISSUER",
-        &["auth", "jwt", "issuer"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_AUTH__JWT__AUDIENCE",
-        &["auth", "jwt", "audience"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_AUTH__JWT__HS256_SECRET",
-        &["auth", "jwt", "hs256_secret"],
-        EnvKind::Text,
-    ),
-    // The names the Helm chart sets, then the `MCC_<SECTION>__<KEY>` forms (which win).
-    (
-        "MCC_CATALOG_CONFIGMAP",
-        &["catalog", "configmap"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_CATALOG_NAMESPACE",
-        &["catalog", "namespace"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_TOKEN_AUDIENCE",
-        &["auth", "token_audience"],
-        EnvKind::Text,
-    ),
-    ("MCC_CATALOG__SOURCE", &["catalog", "source"], EnvKind::Text),
-    (
-        "MCC_CATALOG__CONFIGMAP",
-        &["catalog", "configmap"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_CATALOG__NAMESPACE",
-        &["catalog", "namespace"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_AUTH__TOKEN_AUDIENCE",
-        &["auth", "token_audience"],
-        EnvKind::Text,
-    ),
-    ("MCC_TOOL_FILES", &["tools"], EnvKind::List),
-    ("MCC_USERS_FILE", &["users_file"], EnvKind::Text),
-    (
-        "MCC_SESSION__BACKEND",
-        &["session", "backend"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SESSION__REDIS_URL",
-        &["session", "redis_url"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SESSION__TTL_SECS",
-        &["session", "ttl_secs"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SESSION__KEY_PREFIX",
-        &["session", "key_prefix"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__MODEL_DIR",
-        &["search", "model_dir"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__EMBEDDINGS_URL",
-        &["search", "embeddings_url"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__EMBEDDINGS_MODEL",
-        &["search", "embeddings_model"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__EMBEDDINGS_API_KEY",
-        &["search", "embeddings_api_key"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__REDIS_URL",
-        &["search", "redis_url"],
-        EnvKind::Text,
-    ),
-    (
-        "MCC_SEARCH__MAX_RESULTS",
-        &["search", "max_results"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SEARCH__KEYWORD_WEIGHT",
-        &["search", "keyword_weight"],
-        EnvKind::Number,
-    ),
-    (
-        "MCC_SEARCH__SEMANTIC_WEIGHT",
-        &["search", "semantic_weight"],
-        EnvKind::Number,
-    ),
-    (
-        "MCC_SEARCH__KEYWORD_SATURATION",
-        &["search", "keyword_saturation"],
-        EnvKind::Number,
-    ),
-    (
-        "MCC_SEARCH__QUERY_CACHE_SIZE",
-        &["search", "query_cache_size"],
-        EnvKind::Scalar,
-    ),
-    (
-        "MCC_SEARCH__QUERY_CACHE_TTL_SECS",
-        &["search", "query_cache_ttl_secs"],
-        EnvKind::Scalar,
-    ),
-    ("MCC_ENV_FLOOR", &["env_floor"], EnvKind::List),
-    ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
-    (
-        "MCC_RELOAD_INTERVAL_MS",
-        &["reload_interval_ms"],
-        EnvKind::Scalar,
-    ),
-];
-
 /// The settings file named by `--config` or else `MCC_SETTINGS_FILE`, if any.
 pub fn settings_path(
     flag: Option<PathBuf>,
@@ -408,20 +217,13 @@ pub fn load(
     // `auth: <backend>` is shorthand for `auth: {backend: <backend>}`; expand it so
     // environment overrides of auth keys apply to either form.
     if let Some(Value::String(backend)) = tree.get("auth").cloned() {
-        set_path(
+        overrides::set_path(
             &mut tree,
             &["auth"],
             serde_json::json!({ "backend": backend }),
         );
     }
-    let mut env_origin = Vec::new();
-    for (var, path, kind) in ENV_OVERRIDES {
-        if let Some(raw) = env(var) {
-            set_path(&mut tree, path, env_value(&raw, *kind));
-            env_origin.push(*var);
-        }
-    }
-    apply_redis_url(&mut tree, env("REDIS_URL"), &mut env_origin);
+    let env_origin = overrides::apply(&mut tree, env);
     if !env_origin.is_empty() {
         origin = format!("{origin} + environment ({})", env_origin.join(", "));
     }
@@ -457,73 +259,6 @@ fn key_name(path: &str) -> String {
     } else {
         path.to_string()
     }
-}
-
-fn env_value(raw: &str, kind: EnvKind) -> Value {
-    match kind {
-        EnvKind::List => Value::Array(
-            raw.split(';')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(Value::from)
-                .collect(),
-        ),
-        EnvKind::Scalar => scalar(raw),
-        EnvKind::Text => Value::from(raw.trim()),
-        EnvKind::Number => raw
-            .trim()
-            .parse::<f64>()
-            .map(Value::from)
-            .unwrap_or_else(|_| Value::from(raw.trim())),
-    }
-}
-
-/// An environment value as YAML would type it: numbers and booleans, else the string.
-fn scalar(raw: &str) -> Value {
-    let trimmed = raw.trim();
-    if let Ok(n) = trimmed.parse::<u64>() {
-        return Value::from(n);
-    }
-    match trimmed {
-        "true" | "True" | "TRUE" => Value::Bool(true),
-        "false" | "False" | "FALSE" => Value::Bool(false),
-        _ => Value::from(trimmed),
-    }
-}
-
-fn set_path(tree: &mut Value, path: &[&str], value: Value) {
-    let mut node = tree;
-    for (i, key) in path.iter().enumerate() {
-        if !node.is_object() {
-            *node = Value::Object(Default::default());
-        }
-        let map = node.as_object_mut().expect("made an object above");
-        if i + 1 == path.len() {
-            map.insert(key.to_string(), value);
-            return;
-        }
-        node = map
-            .entry(key.to_string())
-            .or_insert_with(|| Value::Object(Default::default()));
-    }
-}
-
-/// `REDIS_URL` sets `session.redis_url` (unless given) and selects the Redis backend
-/// (unless a backend is given).
-fn apply_redis_url(tree: &mut Value, redis_url: Option<String>, used: &mut Vec<&'static str>) {
-    let Some(url) = redis_url.filter(|u| !u.is_empty()) else {
-        return;
-    };
-    let session = tree.get("session");
-    let has_url = session.and_then(|s| s.get("redis_url")).is_some();
-    let has_backend = session.and_then(|s| s.get("backend")).is_some();
-    if !has_url {
-        set_path(tree, &["session", "redis_url"], Value::from(url));
-    }
-    if !has_backend {
-        set_path(tree, &["session", "backend"], Value::from("redis"));
-    }
-    used.push("REDIS_URL");
 }
 
 /// Checks that need more than a type: ranges, required companions, URL schemes.
