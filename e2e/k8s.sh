@@ -7,7 +7,9 @@
 # the image to test, or SKIP_OPERATOR_INSTALL=1 when one already runs), applies
 # examples/k8s/, and checks that every example Tool becomes Ready, that the catalog
 # ConfigMap lists their keys and holds no secret value, that the API-key Secret exists,
-# and that an invalid Tool is rejected at admission.
+# that an invalid Tool is rejected at admission, and that a gateway (built and run here,
+# reading the catalog ConfigMap through the same kubeconfig) serves the tools to alice's
+# API key.
 # Skips (exit 0, with a message) when no cluster is reachable.
 set -euo pipefail
 
@@ -101,4 +103,35 @@ kubectl -n "$NS_TOOLS" wait --for=jsonpath='{.status.conditions[0].reason}'=Inva
 kubectl -n "$NS_TOOLS" delete tool broken
 kubectl -n "$NS_TOOLS" wait --for=condition=Ready --timeout=10s tools.mcc.dev/public.greet
 
-echo "PASS: operator e2e"
+step "a gateway serves the published catalog (run here, out of cluster, with alice's API key)"
+port=${MCC_E2E_GATEWAY_PORT:-18080}
+key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey}' | base64 -d)
+cargo build -q -p mcc-gateway
+MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
+  MCC_SERVER__PORT="$port" target/debug/mcc-gateway serve >/tmp/mcc-e2e-gateway.log 2>&1 &
+gateway=$!
+trap 'kill $gateway 2>/dev/null || true' EXIT
+deadline=$((SECONDS + TIMEOUT))
+until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
+  [ $SECONDS -lt $deadline ] || fail "the gateway never became ready: $(tail -5 /tmp/mcc-e2e-gateway.log)"
+  sleep 1
+done
+mcp() { # method, params JSON, [session id] -> response body (JSON answers are on by default)
+  curl -sf "http://127.0.0.1:$port/mcp" -H "Authorization: Bearer $key" \
+    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+    ${3:+-H "mcp-session-id: $3"} -D /tmp/mcc-e2e-headers.txt \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"$1\",\"params\":$2}"
+}
+mcp initialize '{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}' >/dev/null \
+  || fail "initialize was refused"
+sid=$(grep -i '^mcp-session-id:' /tmp/mcc-e2e-headers.txt | cut -d' ' -f2 | tr -d '\r')
+curl -sf "http://127.0.0.1:$port/mcp" -H "Authorization: Bearer $key" -H 'content-type: application/json' \
+  -H 'accept: application/json, text/event-stream' -H "mcp-session-id: $sid" \
+  -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' >/dev/null
+mcp tools/call '{"name":"whoami","arguments":{}}' "$sid" | grep -q 'username: alice' \
+  || fail "whoami over alice's API key does not name alice"
+mcp tools/call '{"name":"execute","arguments":{"key":"public.greet","params":{"name":"e2e"}}}' "$sid" \
+  | grep -q 'Hello, e2e' || fail "execute public.greet did not greet"
+kill $gateway
+
+echo "PASS: operator and gateway e2e"
