@@ -17,6 +17,8 @@ pub mod document;
 pub mod env;
 pub mod introspect;
 pub mod key;
+#[cfg(feature = "kube-mock")]
+pub mod kube_mock;
 pub mod load;
 pub mod params;
 pub mod pyfmt;

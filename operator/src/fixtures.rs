@@ -1,12 +1,9 @@
-//! Test helpers: small builders for `Tool` and `UserGrant` objects, and an
-//! `ApiServerVerifier` that plays the Kubernetes API server over `tower_test::mock`,
-//! asserting each request the operator makes and answering it.
+//! Test helpers: small builders for `Tool` and `UserGrant` objects, contexts over stores
+//! of them, and the mocked API server (`mcc_catalog::kube_mock`) as `ApiServerVerifier`.
 
 use std::sync::Arc;
 
-use http::{Request, Response};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::client::Body;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
@@ -124,96 +121,8 @@ where
     reader
 }
 
-type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
-
-/// Plays the API server: each `expect` takes the next request, checks it, and answers.
-pub struct ApiServerVerifier(pub Handle);
-
-/// One request as the verifier saw it.
-#[derive(Debug)]
-pub struct Seen {
-    pub method: String,
-    pub path: String,
-    pub query: String,
-    pub content_type: String,
-    pub body: Value,
-}
-
-impl ApiServerVerifier {
-    /// A client talking to a new verifier.
-    pub fn new() -> (Client, Self) {
-        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        (Client::new(service, "default"), Self(handle))
-    }
-
-    /// Takes the next request, asserts method and path, and answers `status` with `reply`.
-    pub async fn expect(&mut self, method: &str, path: &str, status: u16, reply: Value) -> Seen {
-        self.expect_with(method, path, move |_| (status, reply))
-            .await
-    }
-
-    /// Like [`Self::expect`], answering the body as the API server would store it (echo).
-    pub async fn expect_echo(&mut self, method: &str, path: &str) -> Seen {
-        self.expect_with(method, path, |seen| (200, seen.body.clone()))
-            .await
-    }
-
-    /// Takes the next request, asserts method and path, and answers what `reply` computes.
-    pub async fn expect_with(
-        &mut self,
-        method: &str,
-        path: &str,
-        reply: impl FnOnce(&Seen) -> (u16, Value),
-    ) -> Seen {
-        let (request, send) =
-            tokio::time::timeout(std::time::Duration::from_secs(5), self.0.next_request())
-                .await
-                .unwrap_or_else(|_| panic!("timed out waiting for {method} {path}"))
-                .unwrap_or_else(|| panic!("the client closed before {method} {path}"));
-        let seen = Seen {
-            method: request.method().to_string(),
-            path: request.uri().path().to_string(),
-            query: request.uri().query().unwrap_or_default().to_string(),
-            content_type: request
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string(),
-            body: {
-                let bytes = request.into_body().collect_bytes().await.unwrap();
-                if bytes.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&bytes).unwrap()
-                }
-            },
-        };
-        assert_eq!(
-            (seen.method.as_str(), seen.path.as_str()),
-            (method, path),
-            "{seen:#?}"
-        );
-        let (status, reply) = reply(&seen);
-        send.send_response(
-            Response::builder()
-                .status(status)
-                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
-                .unwrap(),
-        );
-        seen
-    }
-
-    /// Asserts that no request arrives within a short while.
-    pub async fn expect_nothing(&mut self) {
-        let next =
-            tokio::time::timeout(std::time::Duration::from_millis(200), self.0.next_request())
-                .await;
-        if let Ok(Some((req, _))) = next {
-            panic!("unexpected request {} {}", req.method(), req.uri());
-        }
-    }
-}
+/// The mocked API server, shared with the gateway's Kubernetes tests.
+pub use mcc_catalog::kube_mock::{ApiServer as ApiServerVerifier, Seen};
 
 /// A 404 Status body.
 pub fn not_found(kind: &str, name: &str) -> Value {

@@ -142,9 +142,9 @@ impl EnvResolver for KubeEnvResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::testing::ApiServer;
     use base64::Engine as _;
     use mcc_catalog::document::{EnvFromRef, EnvValueRef};
+    use mcc_catalog::kube_mock::ApiServer;
     use serde_json::json;
 
     fn b64(text: &str) -> String {

@@ -6,14 +6,12 @@
 //! - [`token_review`]: ServiceAccount tokens checked with the TokenReview API for the
 //!   `kubernetes` auth backend.
 //!
-//! Tests play the API server with `tower_test::mock` ([`testing`]).
+//! Tests play the API server with `mcc_catalog::kube_mock` (kube `Client` over
+//! `tower_test::mock`).
 
 pub mod env;
 pub mod token_review;
 pub mod watch;
-
-#[cfg(test)]
-pub(crate) mod testing;
 
 /// Why the Kubernetes API cannot be used at startup.
 #[derive(Debug, thiserror::Error)]

@@ -115,7 +115,7 @@ fn service_account(username: &str) -> Option<ServiceAccount> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::testing::ApiServer;
+    use mcc_catalog::kube_mock::ApiServer;
     use serde_json::json;
 
     const REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";

@@ -103,7 +103,7 @@ async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kube::testing::ApiServer;
+    use mcc_catalog::kube_mock::ApiServer;
     use serde_json::{Value, json};
     use std::time::Duration;
 
