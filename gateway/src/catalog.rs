@@ -188,7 +188,13 @@ pub struct LiveCatalog {
     status: RwLock<ReloadStatus>,
     tool_entries: Vec<String>,
     users_file: Option<PathBuf>,
+    /// The files as they were just before the first load read them: the watcher starts
+    /// from here, so an edit made while the gateway was starting is not missed.
+    loaded: Fingerprint,
 }
+
+/// Every watched file with its modification time and size (`None`: missing).
+pub type Fingerprint = Vec<(PathBuf, Option<(SystemTime, u64)>)>;
 
 impl LiveCatalog {
     /// Loads the initial catalog; an error here stops startup.
@@ -196,8 +202,10 @@ impl LiveCatalog {
         tool_entries: Vec<String>,
         users_file: Option<PathBuf>,
     ) -> Result<Self, CatalogError> {
+        let before = fingerprint(&tool_entries, users_file.as_deref());
         let (catalog, directory) = load(&tool_entries, users_file.as_deref())?;
-        let live = Self::with_catalog(catalog, tool_entries, users_file);
+        let mut live = Self::with_catalog(catalog, tool_entries, users_file);
+        live.loaded = before;
         live.directory.replace(directory);
         Ok(live)
     }
@@ -218,12 +226,14 @@ impl LiveCatalog {
         let directory = SharedDirectory::new(
             Directory::from_users(catalog.users().to_vec()).unwrap_or_default(),
         );
+        let loaded = fingerprint(&tool_entries, users_file.as_deref());
         Self {
             current: ArcSwap::from_pointee(catalog),
             directory,
             status: RwLock::new(status),
             tool_entries,
             users_file,
+            loaded,
         }
     }
 
@@ -300,25 +310,29 @@ impl LiveCatalog {
 
     /// What the watcher compares: every file the settings name, with size and mtime.
     /// Directory and glob listings are re-expanded, so added and removed files count.
-    pub fn fingerprint(&self) -> Vec<(PathBuf, Option<(SystemTime, u64)>)> {
-        let mut files: Vec<PathBuf> = Vec::new();
-        for entry in &self.tool_entries {
-            match mcc_catalog::load::expand(entry) {
-                Ok(paths) => files.extend(paths),
-                Err(_) => files.push(PathBuf::from(entry)),
-            }
-        }
-        files.extend(self.users_file.iter().cloned());
-        files
-            .into_iter()
-            .map(|p| {
-                let meta = std::fs::metadata(&p)
-                    .ok()
-                    .and_then(|m| Some((m.modified().ok()?, m.len())));
-                (p, meta)
-            })
-            .collect()
+    pub fn fingerprint(&self) -> Fingerprint {
+        fingerprint(&self.tool_entries, self.users_file.as_deref())
     }
+}
+
+fn fingerprint(tool_entries: &[String], users_file: Option<&Path>) -> Fingerprint {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for entry in tool_entries {
+        match mcc_catalog::load::expand(entry) {
+            Ok(paths) => files.extend(paths),
+            Err(_) => files.push(PathBuf::from(entry)),
+        }
+    }
+    files.extend(users_file.map(Path::to_path_buf));
+    files
+        .into_iter()
+        .map(|p| {
+            let meta = std::fs::metadata(&p)
+                .ok()
+                .and_then(|m| Some((m.modified().ok()?, m.len())));
+            (p, meta)
+        })
+        .collect()
 }
 
 /// How long files must stay unchanged before a reload.
@@ -335,12 +349,7 @@ pub async fn watch(
     stop: tokio_util::sync::CancellationToken,
     on_reload: OnReload,
 ) {
-    let mut seen = {
-        let live = live.clone();
-        tokio::task::spawn_blocking(move || live.fingerprint())
-            .await
-            .unwrap_or_default()
-    };
+    let mut seen = live.loaded.clone();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
