@@ -1,7 +1,9 @@
 //! Filling in fn tools from their Python source: name, docstring, params and return type,
 //! read by the stdlib-only runner ([`PYRUNNER`]) in one interpreter run per batch of tools
 //! sharing (interpreter, cwd, env_file, env, env_passthrough). Declared params are never
-//! overwritten.
+//! overwritten. Failures are per tool ([`Introspector::fill_each`]): a run that fails as
+//! a whole is retried member by member, so one bad module never takes its batch-mates
+//! with it; whether a failure stops the load is the caller's choice.
 //!
 //! Unlike MCC, which introspects with `env_passthrough: false`, the interpreter gets the
 //! same environment as at execution time: the seeds promise "the same environment is used
@@ -62,6 +64,14 @@ pub enum IntrospectError {
 pub struct Pending {
     pub index: usize,
     pub name_from_callable: bool,
+}
+
+/// A pending tool that could not be introspected ([`Introspector::fill_each`]).
+#[derive(Debug)]
+pub struct Failure {
+    /// The tool's index in the slice given to [`Introspector::fill_each`].
+    pub index: usize,
+    pub error: IntrospectError,
 }
 
 /// Runs introspection batches: the deployment's env floor and the gateway's environment
@@ -174,7 +184,22 @@ impl Introspector {
     /// where the entry gave no name, the name (from `__name__`, key recomputed). One
     /// interpreter run per batch of tools sharing interpreter, cwd, env_file, env and
     /// env_passthrough, i.e. the same process environment.
+    ///
+    /// Fails on the first tool (in slice order) that cannot be introspected; see
+    /// [`Self::fill_each`] for the form that leaves such tools out instead.
     pub fn fill(&self, tools: &mut [Tool], pending: &[Pending]) -> Result<(), IntrospectError> {
+        match self.fill_each(tools, pending).into_iter().next() {
+            Some(failure) => Err(failure.error),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::fill`], tool by tool: every pending tool that could be introspected is
+    /// filled in, and each one that could not is returned with its own error (sorted by
+    /// index). Batching is kept; when a batch's interpreter run fails as a whole (a
+    /// module that exits or hangs on import, garbled output), its members are run again
+    /// one by one, so only the culprit is reported and its batch-mates are filled in.
+    pub fn fill_each(&self, tools: &mut [Tool], pending: &[Pending]) -> Vec<Failure> {
         let mut batches: BTreeMap<String, Vec<Pending>> = BTreeMap::new();
         for p in pending {
             let t = &tools[p.index];
@@ -188,14 +213,41 @@ impl Introspector {
             );
             batches.entry(batch).or_default().push(*p);
         }
+        let mut failures = Vec::new();
+        let mut fill_one =
+            |tools: &mut [Tool], p: &Pending, run: Result<Report, IntrospectError>| {
+                if let Err(error) =
+                    run.and_then(|r| apply(&mut tools[p.index], r, p.name_from_callable))
+                {
+                    failures.push(Failure {
+                        index: p.index,
+                        error,
+                    });
+                }
+            };
         for members in batches.values() {
             let indices: Vec<usize> = members.iter().map(|p| p.index).collect();
-            let reports = self.run_batch(tools, &indices)?;
-            for (p, report) in members.iter().zip(reports) {
-                apply(&mut tools[p.index], report, p.name_from_callable)?;
+            match self.run_batch(tools, &indices) {
+                Ok(reports) => {
+                    for (p, report) in members.iter().zip(reports) {
+                        fill_one(tools, p, Ok(report));
+                    }
+                }
+                Err(error) if members.len() == 1 => fill_one(tools, &members[0], Err(error)),
+                Err(_) => {
+                    // Which member broke the run is unknown (and errors found before the
+                    // run, such as a missing cwd, must name each tool): one run each.
+                    for p in members {
+                        let run = self
+                            .run_batch(tools, &[p.index])
+                            .map(|mut reports| reports.remove(0));
+                        fill_one(tools, p, run);
+                    }
+                }
             }
         }
-        Ok(())
+        failures.sort_by_key(|f| f.index);
+        failures
     }
 
     fn run_batch(&self, tools: &[Tool], members: &[usize]) -> Result<Vec<Report>, IntrospectError> {
@@ -362,4 +414,92 @@ fn apply(tool: &mut Tool, report: Report, name_from_callable: bool) -> Result<()
         tool.description = report.doc;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::Param;
+
+    fn fn_tool(cwd: &Path, index: usize, path: &str) -> Tool {
+        let mut entry = serde_json::json!({"fn": path});
+        entry["cwd"] = serde_json::json!(cwd.display().to_string());
+        let built = crate::spec::build_tool(
+            crate::spec::parse_entry(entry).unwrap(),
+            &format!("t.yaml: tools[{index}]"),
+        )
+        .unwrap();
+        built.tool
+    }
+
+    /// A batch of four tools in one environment: a good module, a missing one, one that
+    /// kills its interpreter on import and one that hangs. Only the three culprits fail,
+    /// each with its own error; the good tool is filled in.
+    #[test]
+    fn a_failing_run_is_retried_tool_by_tool() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = |name: &str, src: &str| {
+            std::fs::write(dir.path().join(format!("{name}.py")), src).unwrap();
+        };
+        module(
+            "good",
+            "def add(a: int, b: int = 2) -> int:\n    \"\"\"Adds.\"\"\"\n    return a + b\n",
+        );
+        module("exits", "import os\nos._exit(3)\n");
+        module("hangs", "import time\ntime.sleep(30)\n");
+        let paths = ["good:add", "nowhere:f", "exits:f", "hangs:f"];
+        let mut tools: Vec<Tool> = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| fn_tool(dir.path(), i, p))
+            .collect();
+        let pending: Vec<Pending> = (0..tools.len())
+            .map(|index| Pending {
+                index,
+                name_from_callable: false,
+            })
+            .collect();
+        let introspector = Introspector {
+            timeout: Duration::from_millis(1500),
+            ..Introspector::default()
+        };
+        let failures = introspector.fill_each(&mut tools, &pending);
+        let failed: Vec<(usize, String)> = failures
+            .iter()
+            .map(|f| (f.index, f.error.to_string()))
+            .collect();
+        assert_eq!(failed.len(), 3, "{failed:#?}");
+        assert_eq!(failed[0].0, 1);
+        assert!(
+            failed[0].1.starts_with("t.yaml: tools[1]")
+                && failed[0].1.contains("No module named 'nowhere'"),
+            "{failed:#?}"
+        );
+        assert_eq!(failed[1].0, 2);
+        assert!(
+            failed[1].1.starts_with("t.yaml: tools[2]")
+                && failed[1].1.contains("Introspection subprocess failed"),
+            "{failed:#?}"
+        );
+        assert_eq!(failed[2].0, 3);
+        assert!(failed[2].1.contains("timed out after 1.5s"), "{failed:#?}");
+        let good = &tools[0];
+        assert_eq!(good.description, "Adds.");
+        let names: Vec<&str> = good
+            .params
+            .iter()
+            .map(|p: &Param| p.name.as_str())
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+
+        // The strict form reports the first failure in slice order.
+        let mut again: Vec<Tool> = paths
+            .iter()
+            .take(2)
+            .enumerate()
+            .map(|(i, p)| fn_tool(dir.path(), i, p))
+            .collect();
+        let e = introspector.fill(&mut again, &pending[..2]).unwrap_err();
+        assert!(e.to_string().contains("nowhere"), "{e}");
+    }
 }
