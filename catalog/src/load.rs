@@ -151,6 +151,17 @@ pub fn expand(entry: &str) -> Result<Vec<PathBuf>, LoadError> {
 /// Loads every entry (file, directory or glob) with the process environment for
 /// substitution, introspects fn tools, and rejects duplicate keys.
 pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, LoadError> {
+    let (mut loaded, pending) = parse_entries(entries)?;
+    introspector.fill(&mut loaded.tools, &pending)?;
+    check_duplicates(&loaded.tools)?;
+    Ok(loaded)
+}
+
+/// [`load`] up to introspection: every entry parsed (with the process environment for
+/// substitution), and the fn tools introspection still has to fill in. A caller that
+/// leaves out the tools it cannot introspect (the gateway) goes on with
+/// [`Introspector::fill_each`].
+pub fn parse_entries(entries: &[String]) -> Result<(Loaded, Vec<Pending>), LoadError> {
     let vars: BTreeMap<String, String> = std::env::vars().collect();
     let mut loaded = Loaded::default();
     let mut pending = Vec::new();
@@ -173,9 +184,7 @@ pub fn load(entries: &[String], introspector: &Introspector) -> Result<Loaded, L
             }
         }
     }
-    introspector.fill(&mut loaded.tools, &pending)?;
-    check_duplicates(&loaded.tools)?;
-    Ok(loaded)
+    Ok((loaded, pending))
 }
 
 /// One parsed file: its tools (with what introspection still has to fill in) and warnings.
