@@ -3,7 +3,7 @@
 #
 #   KUBECONFIG=~/.kube/config e2e/k8s.sh
 #
-# Installs the CRDs and the operator (manifests/operator.yaml; set MCC_OPERATOR_IMAGE to
+# Installs the CRDs and the operator (the operator's objects of manifests/mcc.yaml; set MCC_OPERATOR_IMAGE to
 # the image to test, or SKIP_OPERATOR_INSTALL=1 when one already runs), applies
 # examples/k8s/, and checks that every example Tool becomes Ready, that the catalog
 # ConfigMap lists their keys and holds no secret value, that the API-key Secret exists,
@@ -37,10 +37,12 @@ kubectl wait --for condition=Established --timeout=60s crd/tools.mcc.dev crd/use
 
 if [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
   step "installing the operator"
+  kubectl create namespace "$NS_OP" --dry-run=client -o yaml | kubectl apply -f -
   if [ -n "${MCC_OPERATOR_IMAGE:-}" ]; then
-    sed "s#ghcr.io/mcc-k8s/mcc-operator:0.1.0#${MCC_OPERATOR_IMAGE}#" manifests/operator.yaml | kubectl apply -f -
+    sed "s#ghcr.io/mcc-k8s/mcc-operator:0.1.0#${MCC_OPERATOR_IMAGE}#" manifests/mcc.yaml \
+      | kubectl apply -l app.kubernetes.io/component=operator -f -
   else
-    kubectl apply -f manifests/operator.yaml
+    kubectl apply -l app.kubernetes.io/component=operator -f manifests/mcc.yaml
   fi
   kubectl -n "$NS_OP" rollout status deploy/mcc-operator --timeout="${TIMEOUT}s"
 fi

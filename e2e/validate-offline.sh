@@ -1,42 +1,178 @@
 #!/usr/bin/env bash
-# Offline checks of the Kubernetes files (no cluster needed):
-#   helm lint --strict + helm template of charts/mcc,
-#   kubernetes-validate --strict of manifests/, crds/, the rendered chart, examples/k8s,
-#   examples/k8s custom resources against the CRDs' openAPIV3Schema (python jsonschema).
-# Tools: HELM (default `helm`), KUBERNETES_VALIDATE (default `kubernetes-validate`),
-# PYTHON with jsonschema and yaml (default `python3`). A missing tool is reported and its
-# check skipped; any failing check fails the script.
+# Offline checks of the Kubernetes files (no cluster needed); any failure fails the script:
+#   1. helm lint --strict of charts/mcc, with the defaults and each charts/mcc/ci/*-values.yaml;
+#   2. helm template of each, and of NOTES.txt; the output validated strictly against the
+#      Kubernetes schemas (kubernetes-validate --strict) for the oldest and newest
+#      Kubernetes the chart supports, with manifests/, crds/ and examples/k8s/;
+#   3. the pod layout and RBAC the chart promises (e2e/chart_invariants.py), and two
+#      releases in one namespace (or one name in two namespaces) not colliding;
+#   4. bad values failing the render with their message (schema and chart checks);
+#   5. CRDs: the templated ones equal crds/, structural schemas, examples/k8s custom
+#      resources valid against them;
+#   6. derived files up to date: manifests/, e2e/golden/rbac.yaml, the chart's CRD copy,
+#      the README's values table (scripts/chart-sync.sh --check);
+#   7. yamllint of the hand-written YAML.
+# Tools: HELM (default: helm on PATH, else scripts/ensure-helm.sh), KUBERNETES_VALIDATE,
+# PYTHON with yaml and jsonschema, YAMLLINT. A missing tool is reported with SKIP and its
+# checks skipped; set REQUIRE_ALL=1 (as .ci/run does) to make a missing tool a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HELM=${HELM:-helm}
 KV=${KUBERNETES_VALIDATE:-kubernetes-validate}
 PY=${PYTHON:-python3}
-K8S_VERSION=${K8S_VERSION:-1.33.0}
+YAMLLINT=${YAMLLINT:-yamllint}
+K8S_VERSIONS=${K8S_VERSIONS:-"1.27.0 1.37.0"}
+CHART=charts/mcc
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+failed=0
 
-if command -v "$HELM" >/dev/null; then
-  "$HELM" lint --strict charts/mcc
-  "$HELM" template mcc charts/mcc -n mcc-system > "$tmp/chart.yaml"
+fail() { echo "FAIL: $*"; failed=1; }
+skip() {
+  echo "SKIP: $*"
+  if [ -n "${REQUIRE_ALL:-}" ]; then failed=1; fi
+}
+step() { echo "--- $*"; }
+
+HELM=${HELM:-$(command -v helm || scripts/ensure-helm.sh 2>/dev/null || true)}
+have_helm=false
+if [ -n "$HELM" ] && "$HELM" version --short >/dev/null 2>&1; then have_helm=true; fi
+have_py=false
+if "$PY" -c 'import yaml, jsonschema' 2>/dev/null; then have_py=true; fi
+
+rendered=()
+if $have_helm; then
+  step "helm lint --strict and helm template ($("$HELM" version --short))"
+  for values in "" $CHART/ci/*-values.yaml; do
+    name=$(basename "${values:-chart-defaults}" -values.yaml)
+    args=(); [ -n "$values" ] && args=(-f "$values")
+    if ! out=$("$HELM" lint --strict "$CHART" "${args[@]}" 2>&1); then
+      echo "$out"; fail "helm lint --strict ${values:-(defaults)}"
+    fi
+    if "$HELM" template mcc "$CHART" --namespace mcc-system "${args[@]}" > "$tmp/$name.yaml" 2> "$tmp/$name.err"; then
+      rendered+=("$tmp/$name.yaml")
+      echo "rendered ${values:-defaults}: $(grep -c '^kind:' "$tmp/$name.yaml") objects"
+    else
+      cat "$tmp/$name.err"; fail "helm template ${values:-(defaults)}"
+    fi
+  done
+
+  # NOTES.txt is not rendered by `helm template`: render a copy as an ordinary template.
+  cp -r "$CHART" "$tmp/notes-chart"
+  cp "$CHART/templates/NOTES.txt" "$tmp/notes-chart/templates/zz-notes.txt"
+  for values in "" $CHART/ci/*-values.yaml; do
+    args=(); [ -n "$values" ] && args=(-f "$values")
+    # Helm exits non-zero here (a .txt is no YAML); --debug prints the text regardless.
+    "$HELM" template mcc "$tmp/notes-chart" -n mcc-system "${args[@]}" \
+      --show-only templates/zz-notes.txt --debug > "$tmp/notes.txt" 2>/dev/null || true
+    grep -q "MCC .* is installed" "$tmp/notes.txt" || fail "NOTES.txt does not render with ${values:-the defaults}"
+    grep -q "Search model:" "$tmp/notes.txt" || fail "NOTES.txt (${values:-defaults}) does not say which search model is in use"
+  done
+  echo "NOTES.txt renders for every values file"
+
+  step "bad values fail the render"
+  # Each line: expected message | --set arguments.
+  while IFS='|' read -r expect sets; do
+    [ -z "$expect" ] && continue
+    args=()
+    for s in $sets; do args+=(--set "$s"); done
+    if out=$("$HELM" template mcc "$CHART" -n mcc-system "${args[@]}" 2>&1); then
+      fail "accepted:$sets"
+    elif ! grep -qF -- "$(echo "$expect" | sed 's/ *$//')" <<<"$out"; then
+      echo "$out" | head -5; fail "rejected, but without '$expect':$sets"
+    else
+      echo "rejected as expected:$sets"
+    fi
+  done <<'EOF'
+Invalid type. Expected: integer | gateway.replicas=three
+Additional property replcas is not allowed | gateway.replcas=3
+Additional property enabeld is not allowed | redis.enabeld=true
+up to 2 replicas without Redis | gateway.replicas=2 redis.enabled=false
+up to 6 replicas without Redis | gateway.replicas=1 gateway.autoscaling.enabled=true redis.enabled=false
+must be one of the following | gateway.catalog.source=configmap
+must be one of the following | redis.enabled=maybe
+Does not match pattern | redis.url=http://redis:6379
+set redis.url or redis.existingSecret, not both | redis.url=redis://r:6379 redis.existingSecret=s
+gateway.search.model is volume | gateway.search.model=volume
+gateway.catalog.source is files | gateway.catalog.source=files
+neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces | gateway.rbac.referencedObjects.scope=namespaces
+defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
+Invalid type. Expected: boolean | networkPolicy.enabled=yes
+EOF
+
+  step "release-scoped names"
+  "$HELM" template a "$CHART" -n shared --set fullnameOverride= > "$tmp/rel-a.yaml"
+  "$HELM" template b "$CHART" -n shared --set crds.enabled=false > "$tmp/rel-b.yaml"
+  "$HELM" template a "$CHART" -n other --set crds.enabled=false > "$tmp/rel-a-other.yaml"
+  $have_py && "$PY" - "$tmp/rel-a.yaml" "$tmp/rel-b.yaml" "$tmp/rel-a-other.yaml" <<'PY' || fail "names collide between releases"
+import sys, yaml
+seen, bad = {}, []
+for path in sys.argv[1:]:
+    for d in yaml.safe_load_all(open(path)):
+        if not d:
+            continue
+        key = (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+        if key in seen and seen[key] != path:
+            bad.append(f"{key} in {seen[key]} and {path}")
+        seen[key] = path
+for b in bad:
+    print("collision:", b)
+print("two releases in one namespace, one release name in two namespaces:", "FAIL" if bad else "no collisions")
+sys.exit(1 if bad else 0)
+PY
 else
-  echo "SKIP helm: not installed (set HELM)"
+  skip "helm: not installed and scripts/ensure-helm.sh could not fetch it (set HELM)"
 fi
 
+step "kubernetes-validate --strict"
 if command -v "$KV" >/dev/null; then
-  files=(manifests/*.yaml crds/*.yaml examples/k8s/namespace.yaml examples/k8s/support.yaml)
-  [ -f "$tmp/chart.yaml" ] && files+=("$tmp/chart.yaml")
-  "$KV" --strict -k "$K8S_VERSION" "${files[@]}"
+  files=(manifests/*.yaml crds/*.yaml examples/k8s/namespace.yaml examples/k8s/support.yaml "${rendered[@]}")
+  for v in $K8S_VERSIONS; do
+    # Custom resources of other projects (ServiceMonitor) have no schema here: a warning.
+    if out=$("$KV" --strict --quiet -k "$v" "${files[@]}" 2>&1); then
+      echo "$out" | grep -v "Couldn't find schema for kind ServiceMonitor" || true
+      echo "valid against Kubernetes $v: ${#files[@]} files"
+    else
+      echo "$out" | grep -v "Couldn't find schema for kind ServiceMonitor"
+      fail "kubernetes-validate --strict -k $v"
+    fi
+  done
 else
-  echo "SKIP kubernetes-validate: not installed (set KUBERNETES_VALIDATE)"
+  skip "kubernetes-validate: not installed (pip install kubernetes-validate)"
 fi
 
-if "$PY" -c 'import yaml' 2>/dev/null; then
-  # The API server's structural-schema rules (the ones a generator can break): every
-  # node typed unless it preserves unknown fields or is int-or-string; no type,
-  # description, default or nullable inside anyOf/oneOf/allOf/not; CEL rules only on
-  # typed nodes (the API server cannot compile them on untyped ones).
-  "$PY" - <<'PY'
-import glob, sys, yaml
+if $have_py; then
+  if [ ${#rendered[@]} -gt 0 ]; then
+    step "pod layout, RBAC and NetworkPolicy invariants"
+    "$PY" e2e/chart_invariants.py "${rendered[@]}" || fail "chart invariants"
+  fi
+
+  step "CRDs"
+  "$PY" - "$tmp/chart-defaults.yaml" <<'PY' || fail "CRDs"
+# The templated CRDs equal crds/ (but for the labels and the keep annotation); the chart's
+# copy equals crds/; the API server's structural-schema rules (the ones a generator can
+# break): every node typed unless it preserves unknown fields or is int-or-string; no
+# type, description, default or nullable inside anyOf/oneOf/allOf/not; CEL rules only on
+# typed nodes.
+import glob, os, sys, yaml
 problems = []
+for f in sorted(glob.glob("crds/*.yaml")):
+    for other in (f"charts/mcc/crds/{os.path.basename(f)}", f"charts/mcc/files/crds/{os.path.basename(f)}"):
+        if not os.path.exists(other) or open(other).read() != open(f).read():
+            problems.append(f"{other} differs from {f}")
+if os.path.exists(sys.argv[1]):
+    templated = {d["metadata"]["name"]: d for d in yaml.safe_load_all(open(sys.argv[1]))
+                 if d and d["kind"] == "CustomResourceDefinition"}
+    for f in sorted(glob.glob("crds/*.yaml")):
+        want = yaml.safe_load(open(f))
+        got = templated.get(want["metadata"]["name"])
+        if got is None:
+            problems.append(f"the chart does not template {want['metadata']['name']}")
+            continue
+        if got["metadata"].get("annotations", {}).get("helm.sh/resource-policy") != "keep":
+            problems.append(f"templated {f}: no helm.sh/resource-policy: keep")
+        got = dict(got, metadata={"name": got["metadata"]["name"]})
+        want = dict(want, metadata={"name": want["metadata"]["name"]})
+        if got != want:
+            problems.append(f"templated {want['metadata']['name']} differs from {f}")
 def walk(node, path, in_junctor=False):
     if not isinstance(node, dict):
         return
@@ -66,34 +202,59 @@ for f in sorted(glob.glob("crds/*.yaml")):
     for v in crd["spec"]["versions"]:
         walk(v["schema"]["openAPIV3Schema"], f"{f}:{v['name']}")
 for p in problems:
-    print("not structural:", p)
-print("structural schemas:", "FAIL" if problems else "ok")
+    print("problem:", p)
+print("CRDs (copies, templated, structural):", "FAIL" if problems else "ok")
 sys.exit(1 if problems else 0)
 PY
-else
-  echo "SKIP structural check: $PY lacks yaml"
-fi
 
-if "$PY" -c 'import jsonschema, yaml' 2>/dev/null; then
-  "$PY" - <<'PY'
+  step "examples/k8s custom resources against the CRD schemas"
+  "$PY" - <<'PY' || fail "examples/k8s custom resources"
 import glob, sys, jsonschema, yaml
 schemas = {}
 for f in glob.glob("crds/*.yaml"):
     crd = yaml.safe_load(open(f))
-    schemas[crd["spec"]["names"]["kind"]] = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for v in crd["spec"]["versions"]:
+        schemas[(f"{crd['spec']['group']}/{v['name']}", crd["spec"]["names"]["kind"])] = v["schema"]["openAPIV3Schema"]
 failed = False
 for f in sorted(glob.glob("examples/k8s/*.yaml")):
     for doc in yaml.safe_load_all(open(f)):
-        if doc and doc.get("kind") in schemas:
-            errors = list(jsonschema.Draft7Validator(schemas[doc["kind"]]).iter_errors(doc))
-            for e in errors:
-                failed = True
-                print(f"{f}: {doc['kind']} {doc['metadata']['name']}: {'/'.join(map(str, e.path))}: {e.message}")
-            if not errors:
-                print(f"{f}: {doc['kind']} {doc['metadata']['name']}: valid")
+        if not doc or "/" not in doc.get("apiVersion", "") or not doc["apiVersion"].startswith("mcc.dev/"):
+            continue
+        schema = schemas.get((doc["apiVersion"], doc["kind"]))
+        if schema is None:
+            failed = True
+            print(f"{f}: {doc['kind']} {doc['metadata']['name']}: no CRD serves {doc['apiVersion']}")
+            continue
+        errors = list(jsonschema.Draft7Validator(schema).iter_errors(doc))
+        for e in errors:
+            failed = True
+            print(f"{f}: {doc['kind']} {doc['metadata']['name']}: {'/'.join(map(str, e.path))}: {e.message}")
+        if not errors:
+            print(f"{f}: {doc['kind']} {doc['metadata']['name']}: valid")
 sys.exit(1 if failed else 0)
 PY
 else
-  echo "SKIP schema check of examples: $PY lacks jsonschema or yaml"
+  skip "$PY lacks yaml or jsonschema (pip install pyyaml jsonschema)"
+fi
+
+step "derived files up to date"
+if $have_helm && $have_py; then
+  HELM="$HELM" scripts/chart-sync.sh --check || fail "derived files are stale (run scripts/chart-sync.sh)"
+else
+  skip "derived files: needs helm and python3 with yaml"
+fi
+
+step "yamllint"
+if command -v "$YAMLLINT" >/dev/null; then
+  "$YAMLLINT" -s -d '{extends: relaxed, rules: {line-length: {max: 120}, indentation: {indent-sequences: whatever}}}' \
+      "$CHART/values.yaml" "$CHART/ci/" "$CHART/Chart.yaml" examples/k8s/ e2e/golden/ .github/workflows/ \
+    && echo "yamllint: ok" || fail "yamllint"
+else
+  skip "yamllint: not installed (pip install yamllint)"
+fi
+
+if [ $failed -ne 0 ]; then
+  echo "offline validation FAILED"
+  exit 1
 fi
 echo "offline validation passed"

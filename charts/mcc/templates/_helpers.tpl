@@ -1,12 +1,191 @@
-{{/* Common labels. */}}
-{{- define "mcc.labels" -}}
-app.kubernetes.io/part-of: mcc
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{/*
+Names, labels, images and the derived settings every template shares. Names are
+release-scoped (two releases in one namespace never collide); cluster-scoped names also
+carry the namespace (the same release name in two namespaces never collides).
+*/}}
+
+{{- define "mcc.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Image reference: repository:tag, tag defaulting to appVersion. */}}
+{{/* The prefix of every namespaced name. */}}
+{{- define "mcc.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The prefix of cluster-scoped names: fullname and namespace. */}}
+{{- define "mcc.clusterName" -}}
+{{- printf "%s-%s" (include "mcc.fullname" .) .Release.Namespace | trunc 200 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Component names. */}}
+{{- define "mcc.gateway.fullname" -}}{{ include "mcc.fullname" . }}-gateway{{- end }}
+{{- define "mcc.operator.fullname" -}}{{ include "mcc.fullname" . }}-operator{{- end }}
+{{- define "mcc.redis.fullname" -}}{{ include "mcc.fullname" . }}-redis{{- end }}
+
+{{- define "mcc.catalogConfigMap" -}}
+{{- .Values.operator.catalogConfigMap | default (printf "%s-catalog" (include "mcc.fullname" .)) }}
+{{- end }}
+
+{{- define "mcc.gateway.serviceAccountName" -}}
+{{- if .Values.gateway.serviceAccount.create }}
+{{- .Values.gateway.serviceAccount.name | default (include "mcc.gateway.fullname" .) }}
+{{- else }}
+{{- required "gateway.serviceAccount.name is required when gateway.serviceAccount.create is false" .Values.gateway.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "mcc.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create }}
+{{- .Values.operator.serviceAccount.name | default (include "mcc.operator.fullname" .) }}
+{{- else }}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "mcc.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "mcc.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: mcc
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component: (dict "ctx" $ "component" "gateway"). */}}
+{{- define "mcc.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcc.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* All labels of one component's objects. */}}
+{{- define "mcc.componentLabels" -}}
+{{ include "mcc.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Image reference: (dict "image" .Values.x.image "ctx" $). A digest wins over the tag. */}}
 {{- define "mcc.image" -}}
-{{ .image.repository }}:{{ .image.tag | default .appVersion }}
+{{- if .image.digest -}}
+{{ .image.repository }}@{{ .image.digest }}
+{{- else -}}
+{{ .image.repository }}:{{ .image.tag | default .ctx.Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* Topology spread constraints with the component's labels filled in where missing. */}}
+{{- define "mcc.topologySpread" -}}
+{{- $out := list }}
+{{- range .constraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "mcc.selectorLabels" (dict "ctx" $.ctx "component" $.component) | fromYaml)) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
+{{/*
+The most gateway replicas this release may run: replicas, or the HPA's maximum.
+*/}}
+{{- define "mcc.gateway.maxReplicas" -}}
+{{- if .Values.gateway.autoscaling.enabled }}{{ .Values.gateway.autoscaling.maxReplicas }}{{ else }}{{ .Values.gateway.replicas }}{{ end }}
+{{- end }}
+
+{{/* "external" (redis.url / redis.existingSecret), "chart" (the chart runs Redis) or "none". */}}
+{{- define "mcc.redis.mode" -}}
+{{- $r := .Values.redis }}
+{{- if or $r.url $r.existingSecret }}external
+{{- else if eq (toString $r.enabled) "true" }}chart
+{{- else if eq (toString $r.enabled) "false" }}none
+{{- else if and .Values.gateway.enabled (gt (int (include "mcc.gateway.maxReplicas" .)) 1) }}chart
+{{- else }}none
+{{- end }}
+{{- end }}
+
+{{/* Name of the Secret holding the chart Redis's password (key redis-password). */}}
+{{- define "mcc.redis.secretName" -}}
+{{- .Values.redis.auth.existingSecret | default (printf "%s-auth" (include "mcc.redis.fullname" .)) }}
+{{- end }}
+
+{{/* The Host names the gateway's /mcp accepts, `;`-separated. */}}
+{{- define "mcc.gateway.allowedHosts" -}}
+{{- $svc := include "mcc.gateway.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $port := toString .Values.gateway.service.port }}
+{{- $hosts := list "localhost" "127.0.0.1" "::1" }}
+{{- range $name := list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.%s" $svc $ns $.Values.clusterDomain) }}
+{{- $hosts = append $hosts $name }}
+{{- $hosts = append $hosts (printf "%s:%s" $name $port) }}
+{{- end }}
+{{- if .Values.gateway.ingress.enabled }}
+{{- range .Values.gateway.ingress.hosts }}
+{{- $hosts = append $hosts .host }}
+{{- end }}
+{{- end }}
+{{- range .Values.gateway.allowedHosts }}
+{{- $hosts = append $hosts . }}
+{{- end }}
+{{- $hosts | uniq | join ";" }}
+{{- end }}
+
+{{/* Namespaces where the gateway may read referenced Secrets/ConfigMaps (scope namespaces). */}}
+{{- define "mcc.gateway.referencedNamespaces" -}}
+{{- $ref := .Values.gateway.rbac.referencedObjects }}
+{{- $list := $ref.namespaces | default .Values.operator.watchNamespaces }}
+{{- if not $list }}
+{{- fail "gateway.rbac.referencedObjects.scope is namespaces but neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces lists any namespace" }}
+{{- end }}
+{{- toYaml $list }}
+{{- end }}
+
+{{/* Trusted namespaces (default: the release namespace), comma-separated. */}}
+{{- define "mcc.operator.trusted" -}}
+{{- .Values.operator.trustedNamespaces | default (list .Release.Namespace) | join "," }}
+{{- end }}
+
+{{/*
+The NetworkPolicy egress rule to the API server: networkPolicy.apiServer.cidrs, else the
+addresses of the default/kubernetes Endpoints (looked up at install; `helm template` has
+no cluster), else any address on the API server ports.
+*/}}
+{{- define "mcc.networkPolicy.apiServer" -}}
+{{- $api := .Values.networkPolicy.apiServer }}
+{{- $cidrs := $api.cidrs }}
+{{- if not $cidrs }}
+{{- $ep := lookup "v1" "Endpoints" "default" "kubernetes" }}
+{{- range ($ep.subsets | default list) }}
+{{- range (.addresses | default list) }}
+{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+# The Kubernetes API server.
+- ports:
+    {{- range $api.ports }}
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with $cidrs }}
+  to:
+    {{- range . }}
+    - ipBlock:
+        cidr: {{ . }}
+    {{- end }}
+  {{- end }}
 {{- end }}
