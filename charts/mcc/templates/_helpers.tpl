@@ -78,12 +78,15 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
-{{/* Image reference: (dict "image" .Values.x.image "ctx" $). A digest wins over the tag. */}}
+{{/*
+Image reference: (dict "image" .Values.x.image "ctx" $ ["defaultSuffix" "-model"]). A digest
+wins over the tag; an empty tag is the chart's appVersion plus defaultSuffix.
+*/}}
 {{- define "mcc.image" -}}
 {{- if .image.digest -}}
 {{ .image.repository }}@{{ .image.digest }}
 {{- else -}}
-{{ .image.repository }}:{{ .image.tag | default .ctx.Chart.AppVersion }}
+{{ .image.repository }}:{{ .image.tag | default (printf "%s%s" .ctx.Chart.AppVersion (.defaultSuffix | default "")) }}
 {{- end -}}
 {{- end }}
 
