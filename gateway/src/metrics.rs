@@ -6,7 +6,11 @@
 //!   error);
 //! - `mcc_mcp_calls_total{tool}` for every MCP tool call;
 //! - `mcc_search_duration_seconds`;
-//! - `mcc_session_store_errors_total{operation}`.
+//! - `mcc_session_store_errors_total{operation}`;
+//! - `mcc_catalog_excluded_tools` and `mcc_catalog_excluded_api_keys`: gauges of what
+//!   the catalog being served left out (a tool whose introspection failed or whose key
+//!   collided; an API-key record that is malformed or shares its prefix). Which ones,
+//!   and why, is in the log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +18,7 @@ use std::time::Duration;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -39,6 +44,8 @@ struct Inner {
     mcp_calls: Family<Labels, Counter>,
     search_duration: Histogram,
     store_errors: Family<Labels, Counter>,
+    excluded_tools: Gauge,
+    excluded_api_keys: Gauge,
 }
 
 impl Default for Metrics {
@@ -92,6 +99,18 @@ impl Metrics {
             "session store failures by operation",
             store_errors.clone(),
         );
+        let excluded_tools = Gauge::default();
+        let excluded_api_keys = Gauge::default();
+        registry.register(
+            "catalog_excluded_tools",
+            "tools of the catalog source left out of the served catalog",
+            excluded_tools.clone(),
+        );
+        registry.register(
+            "catalog_excluded_api_keys",
+            "API-key records of the catalog source left out",
+            excluded_api_keys.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -102,6 +121,8 @@ impl Metrics {
                 mcp_calls,
                 search_duration,
                 store_errors,
+                excluded_tools,
+                excluded_api_keys,
             }),
         }
     }
@@ -157,6 +178,13 @@ impl Metrics {
             .inc();
     }
 
+    /// What the catalog being served left out (set at each swap).
+    pub fn catalog_excluded(&self, tools: usize, api_keys: usize) {
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.inner.excluded_tools.set(count(tools));
+        self.inner.excluded_api_keys.set(count(api_keys));
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -177,6 +205,7 @@ mod tests {
         m.mcp_call("search");
         m.search(Duration::from_micros(200));
         m.store_error("set");
+        m.catalog_excluded(2, 1);
         let text = m.render();
         for needle in [
             "mcc_http_requests_total{path=\"/mcp\",status=\"200\"} 1",
@@ -185,6 +214,8 @@ mod tests {
             "mcc_mcp_calls_total{tool=\"search\"} 1",
             "mcc_search_duration_seconds_count 1",
             "mcc_session_store_errors_total{operation=\"set\"} 1",
+            "mcc_catalog_excluded_tools 2",
+            "mcc_catalog_excluded_api_keys 1",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -2,15 +2,25 @@
 //! ConfigMap payload ([`mcc_catalog::document::decode`]), introspects the fn tools the
 //! document flags, and builds the same [`Catalog`] snapshot and auth [`Directory`] that
 //! file mode builds. Free of Kubernetes API calls: [`crate::kube`] fetches the ConfigMap.
+//!
+//! Only a document that cannot be decoded is refused. Inside one, what cannot be served
+//! is left out and logged, and everything else is served: a fn tool whose introspection
+//! fails or whose introspected key collides ([`crate::catalog::exclude`]), an API-key
+//! record that is malformed, expires at no valid instant or shares its prefix
+//! ([`Directory::lenient`]). Users and tools are built apart ([`users`], [`tools`]) so
+//! the watcher can swap users in before the (slower) tools are introspected.
 
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
-use mcc_catalog::document::{self, CatalogDocument, CatalogUser, Runtime};
+use mcc_catalog::document::{self, CatalogDocument, CatalogTool, CatalogUser, Runtime};
 use mcc_catalog::introspect::{Introspector, Pending};
 
+use crate::auth::directory::LeftOut;
 use crate::auth::{ApiKeyEntry, Directory, UserEntry};
-use crate::catalog::{Catalog, ToolRefs};
+use crate::catalog::exclude::{self, DeclaredDuplicates, ExcludedTool};
+use crate::catalog::users::log_left_out;
+use crate::catalog::{Catalog, ToolRefs, Users};
 
 /// Why a published document cannot be served; the last good catalog stays.
 #[derive(Debug, thiserror::Error)]
@@ -20,52 +30,79 @@ pub enum PublishedError {
         configmap: String,
         source: document::DocumentError,
     },
-    #[error("catalog ConfigMap {configmap}: introspecting fn tools: {source}")]
-    Introspection {
-        configmap: String,
-        source: Box<mcc_catalog::introspect::IntrospectError>,
-    },
-    #[error("catalog ConfigMap {configmap}: {source}")]
-    Tools {
-        configmap: String,
-        source: Box<mcc_catalog::LoadError>,
-    },
-    #[error("catalog ConfigMap {configmap}: {message}")]
-    Users { configmap: String, message: String },
 }
 
-/// Decodes a ConfigMap's payload (`data[catalog.json]` or `binaryData[catalog.json.gz]`)
-/// into a snapshot. `configmap` (`namespace/name`) only names the source in errors.
-/// Blocking: introspection runs Python.
+/// A document built for serving, with what was left out of it.
+#[derive(Debug)]
+pub struct Published {
+    pub catalog: Catalog,
+    pub users: Users,
+    pub excluded_tools: Vec<ExcludedTool>,
+}
+
+/// Decodes a ConfigMap's payload (`data[catalog.json]` or `binaryData[catalog.json.gz]`).
+/// `configmap` (`namespace/name`) only names the source in errors.
+pub fn decode(
+    configmap: &str,
+    json: Option<&str>,
+    gzip: Option<&[u8]>,
+) -> Result<CatalogDocument, PublishedError> {
+    document::decode(json, gzip).map_err(|source| PublishedError::Decode {
+        configmap: configmap.to_string(),
+        source,
+    })
+}
+
+/// Decodes and builds a whole document. Blocking: introspection runs Python.
 pub fn build(
     configmap: &str,
     json: Option<&str>,
     gzip: Option<&[u8]>,
     introspector: &Introspector,
-) -> Result<(Catalog, Directory), PublishedError> {
-    let doc = document::decode(json, gzip).map_err(|source| PublishedError::Decode {
-        configmap: configmap.to_string(),
-        source,
-    })?;
-    from_document(configmap, doc, introspector)
+) -> Result<Published, PublishedError> {
+    let doc = decode(configmap, json, gzip)?;
+    let users = users(configmap, &doc.users);
+    let (catalog, excluded_tools) = tools(configmap, doc.tools, introspector);
+    let catalog = catalog.with_users(users.directory.users().to_vec());
+    Ok(Published {
+        catalog,
+        users,
+        excluded_tools,
+    })
 }
 
-/// Builds the snapshot of a decoded document.
+/// Builds the snapshot and directory of a decoded document (what was left out is
+/// logged).
 pub fn from_document(
     configmap: &str,
     doc: CatalogDocument,
     introspector: &Introspector,
 ) -> Result<(Catalog, Directory), PublishedError> {
-    let mut tools = Vec::with_capacity(doc.tools.len());
-    let mut refs = Vec::with_capacity(doc.tools.len());
+    let users = users(configmap, &doc.users);
+    let (catalog, _) = tools(configmap, doc.tools, introspector);
+    let catalog = catalog.with_users(users.directory.users().to_vec());
+    Ok((catalog, users.directory))
+}
+
+/// The tools of a document, introspected; tools that cannot be served are left out,
+/// logged and returned. The snapshot has no users ([`Catalog::with_users`]).
+pub fn tools(
+    configmap: &str,
+    entries: Vec<CatalogTool>,
+    introspector: &Introspector,
+) -> (Catalog, Vec<ExcludedTool>) {
+    let mut tools = Vec::with_capacity(entries.len());
+    let mut refs = Vec::with_capacity(entries.len());
+    let mut places = Vec::with_capacity(entries.len());
     let mut pending = Vec::new();
-    for (index, entry) in doc.tools.into_iter().enumerate() {
+    for (index, entry) in entries.into_iter().enumerate() {
         if entry.introspect {
             pending.push(Pending {
                 index,
                 name_from_callable: entry.name_from_callable,
             });
         }
+        places.push(format!("Tool {}/{}", entry.namespace, entry.resource));
         refs.push(ToolRefs {
             namespace: entry.namespace,
             resource: entry.resource,
@@ -75,52 +112,57 @@ pub fn from_document(
         });
         tools.push(entry.tool);
     }
-    introspector
-        .fill(&mut tools, &pending)
-        .map_err(|source| PublishedError::Introspection {
-            configmap: configmap.to_string(),
-            source: Box::new(source),
-        })?;
-    // Introspection may rename a tool (its callable's `__name__`), so keys are checked
-    // after it, as the file loader does.
-    mcc_catalog::load::check_duplicates(&tools).map_err(|source| PublishedError::Tools {
-        configmap: configmap.to_string(),
-        source: Box::new(source),
-    })?;
+    // The operator already refused keys declared twice; should a document hold one
+    // anyway, the first keeps it rather than the whole document being refused.
+    let selection = exclude::introspect(
+        &mut tools,
+        &pending,
+        introspector,
+        &places,
+        DeclaredDuplicates::KeepFirst,
+    )
+    .unwrap_or_else(|_| unreachable!("KeepFirst never refuses"));
+    selection.log(&format!("catalog ConfigMap {configmap}"));
+    let tools = selection.retain(tools);
     let refs: HashMap<String, ToolRefs> = tools
         .iter()
         .map(|t| t.key.clone())
-        .zip(refs)
+        .zip(selection.retain(refs))
         .filter(|(_, r)| !r.is_empty())
         .collect();
-    let directory = directory(configmap, &doc.users)?;
-    let catalog = Catalog::new(tools, directory.users().to_vec()).with_refs(refs);
-    Ok((catalog, directory))
+    (
+        Catalog::new(tools, vec![]).with_refs(refs),
+        selection.excluded,
+    )
 }
 
 /// The auth directory of the document's users: their API keys (prefix, hash, expiry)
-/// and the ServiceAccounts bound to them.
-fn directory(configmap: &str, users: &[CatalogUser]) -> Result<Directory, PublishedError> {
-    let err = |message: String| PublishedError::Users {
-        configmap: configmap.to_string(),
-        message,
-    };
+/// and the ServiceAccounts bound to them. A key record that cannot be used is left out
+/// (logged and counted); its user and every other record are served.
+pub fn users(configmap: &str, users: &[CatalogUser]) -> Users {
+    let source = format!("catalog ConfigMap {configmap}");
+    let mut left_out = Vec::new();
     let mut entries = Vec::with_capacity(users.len());
     for u in users {
         let mut api_keys = Vec::with_capacity(u.api_keys.len());
         for key in &u.api_keys {
-            let expires_at = key
-                .expires_at
-                .as_deref()
-                .map(|at| {
-                    at.parse::<DateTime<Utc>>().map_err(|e| {
-                        err(format!(
-                            "user '{}': API key {}: expiresAt '{at}': {e}",
-                            u.user.username, key.prefix
-                        ))
-                    })
-                })
-                .transpose()?;
+            let expires_at = match key.expires_at.as_deref().map(str::parse::<DateTime<Utc>>) {
+                None => None,
+                Some(Ok(at)) => Some(at),
+                Some(Err(e)) => {
+                    // Not "never expires": a key whose expiry cannot be read logs no one in.
+                    left_out.push(LeftOut {
+                        error: crate::auth::DirectoryError::BadExpiry {
+                            user: u.user.username.clone(),
+                            prefix: key.prefix.clone(),
+                            value: key.expires_at.clone().unwrap_or_default(),
+                            reason: e.to_string(),
+                        },
+                        api_keys: 1,
+                    });
+                    continue;
+                }
+            };
             api_keys.push(ApiKeyEntry {
                 prefix: key.prefix.clone(),
                 sha256: key.sha256.clone(),
@@ -132,7 +174,9 @@ fn directory(configmap: &str, users: &[CatalogUser]) -> Result<Directory, Publis
             api_keys,
         });
     }
-    let mut directory = Directory::new(entries).map_err(|e| err(e.to_string()))?;
+    let (mut directory, more) = Directory::lenient(entries);
+    left_out.extend(more);
+    let excluded_api_keys = log_left_out(&source, &left_out);
     for u in users {
         for sa in &u.service_accounts {
             if !directory.bind_service_account(&sa.namespace, &sa.name, &u.user.username) {
@@ -144,7 +188,10 @@ fn directory(configmap: &str, users: &[CatalogUser]) -> Result<Directory, Publis
             }
         }
     }
-    Ok(directory)
+    Users {
+        directory,
+        excluded_api_keys,
+    }
 }
 
 #[cfg(test)]
@@ -156,9 +203,12 @@ mod tests {
         value.to_string()
     }
 
+    fn record(seed: u8) -> mcc_catalog::apikey::ApiKeyRecord {
+        let raw = mcc_catalog::apikey::format_key(&[0xab; 6], &[seed; 32]);
+        mcc_catalog::apikey::ApiKeyRecord::of(&raw, None).unwrap()
+    }
+
     fn sample() -> serde_json::Value {
-        let raw = mcc_catalog::apikey::format_key(&[0xab; 6], &[1; 32]);
-        let record = mcc_catalog::apikey::ApiKeyRecord::of(&raw, None).unwrap();
         json!({
             "format": 1,
             "tools": [
@@ -171,22 +221,27 @@ mod tests {
             "users": [
                 {"user": {"username": "alice", "groups": ["ops"]},
                  "serviceAccounts": [{"namespace": "agents", "name": "bot"}],
-                 "apiKeys": [record]},
+                 "apiKeys": [record(1)]},
                 {"user": {"username": "bob"},
                  "serviceAccounts": [{"namespace": "agents", "name": "bot"}]}
             ]
         })
     }
 
+    fn built(value: serde_json::Value) -> Published {
+        build("ns/cm", Some(&doc(value)), None, &Introspector::default()).unwrap()
+    }
+
     #[test]
     fn a_document_becomes_the_file_mode_snapshot() {
-        let (catalog, dir) = build(
-            "mcc/mcc-catalog",
-            Some(&doc(sample())),
-            None,
-            &Introspector::default(),
-        )
-        .unwrap();
+        let Published {
+            catalog,
+            users,
+            excluded_tools,
+        } = built(sample());
+        assert!(excluded_tools.is_empty());
+        assert_eq!(users.excluded_api_keys, 0);
+        let dir = users.directory;
         assert_eq!(catalog.tools().len(), 2);
         assert_eq!(catalog.tool("ops.status").unwrap().name, "status");
         let refs = catalog.refs("ops.status").unwrap();
@@ -204,28 +259,62 @@ mod tests {
     }
 
     #[test]
-    fn bad_documents_name_the_configmap_and_problem() {
+    fn only_an_undecodable_document_is_refused() {
         let e = build("ns/cm", None, None, &Introspector::default())
             .err()
             .unwrap()
             .to_string();
         assert!(e.contains("ns/cm") && e.contains("catalog.json"), "{e}");
 
+        // A key declared twice (the operator refuses it; a bad document could hold it):
+        // the first keeps it, the rest of the document is served.
         let mut dup = sample();
         dup["tools"][1]["tool"]["key"] = json!("ops.status");
-        let e = build("ns/cm", Some(&doc(dup)), None, &Introspector::default())
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("ns/cm") && e.contains("ops.status"), "{e}");
+        let p = built(dup);
+        assert_eq!(p.catalog.tools().len(), 1);
+        assert_eq!(p.catalog.tool("ops.status").unwrap().name, "status");
+        assert_eq!(p.excluded_tools[0].place, "Tool tools/hello");
 
+        // An expiry that is no instant: that key logs no one in; alice is still served.
         let mut expiry = sample();
         expiry["users"][0]["apiKeys"][0]["expiresAt"] = json!("next week");
-        let e = build("ns/cm", Some(&doc(expiry)), None, &Introspector::default())
-            .err()
+        let p = built(expiry);
+        assert_eq!(p.users.excluded_api_keys, 1);
+        assert!(p.users.directory.key("abababababab").is_none());
+        assert!(p.users.directory.by_username("alice").is_some());
+    }
+
+    /// Two records with one prefix (a grant copying another user's key record, say):
+    /// neither logs anyone in, everything else is served.
+    #[test]
+    fn a_prefix_held_twice_leaves_out_both_records_only() {
+        let mut value = sample();
+        value["users"][1]["apiKeys"] = json!([record(2)]);
+        let mut other = record(3);
+        other.prefix = "cdcdcdcdcdcd".into();
+        value["users"][0]["apiKeys"]
+            .as_array_mut()
             .unwrap()
-            .to_string();
-        assert!(e.contains("alice") && e.contains("next week"), "{e}");
+            .push(serde_json::to_value(&other).unwrap());
+        let p = built(value);
+        assert_eq!(p.users.excluded_api_keys, 2);
+        let dir = &p.users.directory;
+        assert!(dir.key("abababababab").is_none());
+        assert_eq!(dir.key("cdcdcdcdcdcd").unwrap().username, "alice");
+        assert_eq!(dir.users().len(), 2);
+        assert_eq!(p.catalog.tools().len(), 2);
+    }
+
+    fn fn_entry(
+        dir: &std::path::Path,
+        resource: &str,
+        path: &str,
+        renamed: bool,
+    ) -> serde_json::Value {
+        json!({"tool": {"key": format!("math.{resource}"), "name": resource, "kind": "fn",
+                        "path": path, "groups": ["math"], "cwd": dir},
+               "namespace": "tools", "resource": resource, "introspect": true,
+               "nameFromCallable": renamed})
     }
 
     #[test]
@@ -237,14 +326,85 @@ mod tests {
         )
         .unwrap();
         let value = json!({"format": 1, "users": [], "tools": [
-            {"tool": {"key": "math.k8s_mod", "name": "k8s_mod", "kind": "fn", "path": "k8s_mod:add",
-                      "groups": ["math"], "cwd": dir.path()},
-             "namespace": "tools", "resource": "add", "introspect": true, "nameFromCallable": true}
+            fn_entry(dir.path(), "k8s_mod", "k8s_mod:add", true)
         ]});
-        let (catalog, _) =
-            build("ns/cm", Some(&doc(value)), None, &Introspector::default()).unwrap();
-        let tool = catalog.tool("math.add").expect("renamed after __name__");
+        let p = built(value);
+        let tool = p.catalog.tool("math.add").expect("renamed after __name__");
         assert_eq!(tool.params.len(), 2);
         assert_eq!(tool.description, "Adds.");
+    }
+
+    /// The shipped examples/k8s failure: a fn Tool whose module exists nowhere, in the
+    /// same interpreter batch as a good one and next to a module that kills its
+    /// interpreter on import. Only the two bad tools are left out.
+    #[test]
+    fn a_tool_that_cannot_be_introspected_leaves_its_batch_mates_served() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("good.py"),
+            "def add(a: int) -> int:\n    return a\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("dies.py"), "import os\nos._exit(1)\n").unwrap();
+        let mut value = sample();
+        let tools = value["tools"].as_array_mut().unwrap();
+        tools.push(fn_entry(dir.path(), "good", "good:add", false));
+        tools.push(fn_entry(dir.path(), "missing", "nowhere:f", false));
+        tools.push(fn_entry(dir.path(), "dies", "dies:f", false));
+        let p = built(value);
+        let mut keys: Vec<&str> = p.catalog.tools().iter().map(|t| t.key.as_str()).collect();
+        keys.sort();
+        assert_eq!(keys, ["hello", "math.good", "ops.status"]);
+        assert_eq!(p.catalog.tool("math.good").unwrap().params[0].name, "a");
+        let excluded: Vec<(&str, &str)> = p
+            .excluded_tools
+            .iter()
+            .map(|e| (e.place.as_str(), e.reason.as_str()))
+            .collect();
+        assert_eq!(excluded.len(), 2, "{excluded:#?}");
+        assert_eq!(excluded[0].0, "Tool tools/missing");
+        assert!(
+            excluded[0].1.contains("No module named 'nowhere'"),
+            "{excluded:#?}"
+        );
+        assert_eq!(excluded[1].0, "Tool tools/dies");
+        assert!(
+            excluded[1].1.contains("Introspection subprocess failed"),
+            "{excluded:#?}"
+        );
+        assert_eq!(p.users.directory.users().len(), 2, "users unaffected");
+    }
+
+    /// `renamed` takes the key `ops.status` through its callable's `__name__`: the tool
+    /// that declared the key keeps it, the renamed one is left out.
+    #[test]
+    fn an_introspected_key_that_collides_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("clash.py"),
+            "def status() -> str:\n    return 'mine'\n",
+        )
+        .unwrap();
+        let mut value = sample();
+        value["tools"].as_array_mut().unwrap().push(json!({
+            "tool": {"key": "ops.clash", "name": "clash", "kind": "fn", "path": "clash:status",
+                     "groups": ["ops"], "cwd": dir.path()},
+            "namespace": "tenant", "resource": "renamed", "introspect": true,
+            "nameFromCallable": true}));
+        let p = built(value);
+        assert_eq!(p.catalog.tools().len(), 2);
+        let status = p.catalog.tool("ops.status").unwrap();
+        assert_eq!(
+            status.kind.command(),
+            Some("echo ok"),
+            "the declared tool kept it"
+        );
+        assert_eq!(p.excluded_tools.len(), 1);
+        assert_eq!(p.excluded_tools[0].place, "Tool tenant/renamed");
+        assert!(
+            p.excluded_tools[0].reason.contains("Tool tools/status"),
+            "{:?}",
+            p.excluded_tools
+        );
     }
 }

@@ -68,12 +68,28 @@ pub enum DirectoryError {
     BadPrefix { user: String, prefix: String },
     #[error("users: user '{user}': api_keys entry '{prefix}': sha256 must be 64 hex characters")]
     BadHash { user: String, prefix: String },
+    #[error("users: user '{user}': API key {prefix}: expiresAt '{value}': {reason}")]
+    BadExpiry {
+        user: String,
+        prefix: String,
+        value: String,
+        reason: String,
+    },
     #[error("users: api_keys prefix '{prefix}' is used by both '{first}' and '{second}'")]
     DuplicatePrefix {
         prefix: String,
         first: String,
         second: String,
     },
+}
+
+/// Something [`Directory::lenient`] left out, and how many API-key records went with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Why (names the user and the prefix, never the hash).
+    pub error: DirectoryError,
+    /// Key records that no longer log anyone in because of this.
+    pub api_keys: usize,
 }
 
 /// An immutable snapshot of users and keys, indexed for lookups.
@@ -102,24 +118,45 @@ impl Directory {
     }
 
     /// Users with their API keys; rejects duplicate users, malformed or shared prefixes
-    /// and malformed hashes, naming the user.
+    /// and malformed hashes, naming the user (the first problem [`Self::lenient`] finds).
     pub fn new(entries: Vec<UserEntry>) -> Result<Self, DirectoryError> {
+        let (dir, left_out) = Self::lenient(entries);
+        match left_out.into_iter().next() {
+            Some(l) => Err(l.error),
+            None => Ok(dir),
+        }
+    }
+
+    /// Users with their API keys, leaving out what cannot be used rather than refusing
+    /// the whole set, so one bad record never keeps every other change (a revoked key
+    /// included) from applying:
+    ///
+    /// - a malformed key record (prefix or hash): that record;
+    /// - a prefix held by more than one record: all of them, since no record has a
+    ///   better claim and a key must never log in as whichever user happens to come
+    ///   first;
+    /// - a user listed again: the later entry, with its keys.
+    ///
+    /// What was left out comes back in entry order (shared prefixes last); logging it,
+    /// with where the users came from, is the caller's job.
+    pub fn lenient(entries: Vec<UserEntry>) -> (Self, Vec<LeftOut>) {
         let mut dir = Directory::default();
+        let mut left_out = Vec::new();
+        let mut records: Vec<(String, KeyRecord)> = Vec::new();
         for entry in entries {
             let name = entry.user.username.clone();
             if dir.by_name.contains_key(&name) {
-                return Err(DirectoryError::DuplicateUser(name));
+                left_out.push(LeftOut {
+                    api_keys: entry.api_keys.len(),
+                    error: DirectoryError::DuplicateUser(name),
+                });
+                continue;
             }
             for key in &entry.api_keys {
-                let record = key_record(&name, key)?;
-                if let Some(first) = dir.keys.get(&key.prefix) {
-                    return Err(DirectoryError::DuplicatePrefix {
-                        prefix: key.prefix.clone(),
-                        first: first.username.clone(),
-                        second: name,
-                    });
+                match key_record(&name, key) {
+                    Ok(record) => records.push((key.prefix.clone(), record)),
+                    Err(error) => left_out.push(LeftOut { error, api_keys: 1 }),
                 }
-                dir.keys.insert(key.prefix.clone(), record);
             }
             let index = dir.users.len();
             if let Some(email) = &entry.user.email {
@@ -129,7 +166,33 @@ impl Directory {
             dir.by_name.insert(name, index);
             dir.users.push(entry.user);
         }
-        Ok(dir)
+        let mut holders: HashMap<String, Vec<KeyRecord>> = HashMap::new();
+        let mut order = Vec::new();
+        for (prefix, record) in records {
+            let held = holders.entry(prefix.clone()).or_default();
+            if held.is_empty() {
+                order.push(prefix);
+            }
+            held.push(record);
+        }
+        for prefix in order {
+            let Some(mut held) = holders.remove(&prefix) else {
+                continue;
+            };
+            if held.len() == 1 {
+                dir.keys.insert(prefix, held.remove(0));
+            } else {
+                left_out.push(LeftOut {
+                    api_keys: held.len(),
+                    error: DirectoryError::DuplicatePrefix {
+                        prefix,
+                        first: held[0].username.clone(),
+                        second: held[1].username.clone(),
+                    },
+                });
+            }
+        }
+        (dir, left_out)
     }
 
     pub fn users(&self) -> &[User] {
@@ -265,6 +328,56 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("both 'bob' and 'eve'"), "{err}");
+    }
+
+    #[test]
+    fn lenient_leaves_out_only_the_bad_records() {
+        let sha = "ab".repeat(32);
+        let mut alice = entry("alice", "0123456789ab", &sha);
+        alice.api_keys.push(ApiKeyEntry {
+            prefix: "aaaaaaaaaaaa".into(),
+            sha256: sha.clone(),
+            expires_at: None,
+        });
+        let (dir, left_out) = Directory::lenient(vec![
+            alice,
+            entry("bob", "0123456789ab", &sha),
+            entry("carol", "XYZ", &sha),
+            entry("dave", "bbbbbbbbbbbb", &sha),
+            entry("dave", "cccccccccccc", &sha),
+        ]);
+        assert_eq!(dir.users().len(), 4, "every distinct user is served");
+        assert_eq!(dir.key("aaaaaaaaaaaa").unwrap().username, "alice");
+        assert_eq!(dir.key("bbbbbbbbbbbb").unwrap().username, "dave");
+        assert!(
+            dir.key("0123456789ab").is_none(),
+            "a prefix held twice logs no one in"
+        );
+        assert!(
+            dir.key("cccccccccccc").is_none(),
+            "the repeated user's keys"
+        );
+        let messages: Vec<(String, usize)> = left_out
+            .iter()
+            .map(|l| (l.error.to_string(), l.api_keys))
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                (
+                    "users: user 'carol': api_keys prefix 'XYZ' must be 12 hex characters"
+                        .to_string(),
+                    1
+                ),
+                ("users: user 'dave' is listed more than once".to_string(), 1),
+                (
+                    "users: api_keys prefix '0123456789ab' is used by both 'alice' and 'bob'"
+                        .to_string(),
+                    2
+                ),
+            ]
+        );
+        assert!(!format!("{left_out:?}").contains(&sha), "never the hash");
     }
 
     #[test]

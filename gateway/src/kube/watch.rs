@@ -1,10 +1,12 @@
 //! Kubernetes mode's catalog source: the operator's ConfigMap, watched with kube-runtime
 //! (list, then watch, re-listing with backoff after errors). Each new version (by its
-//! `mcc.dev/catalog-hash` annotation) is decoded and built into a snapshot by
-//! [`crate::published`] on a blocking thread (introspection runs Python) and installed
-//! atomically; requests already running finish on the old snapshot. A bad document, a
-//! deleted ConfigMap or a broken watch keeps the last good catalog and puts the error in
-//! `/readyz`.
+//! `mcc.dev/catalog-hash` annotation) is decoded and its users and API keys swapped in at
+//! once; its tools are then built by a serial worker ([`crate::catalog::follow::Latest`]:
+//! introspection runs Python, up to its timeout) and installed, and the search index
+//! follows on its own worker. So a revoked key or a deleted grant stops working on the
+//! next request after the watch event, whatever the tools are doing; requests already
+//! running finish on the old snapshot. A document that cannot be decoded, a deleted
+//! ConfigMap or a broken watch keeps the last good catalog and puts a reason in `/readyz`.
 
 use std::sync::Arc;
 
@@ -13,11 +15,12 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use mcc_catalog::document::{DATA_KEY, GZIP_KEY, HASH_ANNOTATION};
+use mcc_catalog::document::{CatalogTool, DATA_KEY, GZIP_KEY, HASH_ANNOTATION};
 use mcc_catalog::introspect::Introspector;
 use tokio_util::sync::CancellationToken;
 
-use crate::catalog::{LiveCatalog, OnReload};
+use crate::catalog::follow::{Latest, follower};
+use crate::catalog::{LiveCatalog, OnReload, Part};
 use crate::published;
 
 /// Which ConfigMap holds the catalog.
@@ -33,6 +36,9 @@ impl std::fmt::Display for CatalogConfigMap {
     }
 }
 
+/// The tools of one document version, for the tool builder.
+type ToolJob = (Vec<CatalogTool>, Option<String>);
+
 /// Watches the ConfigMap and installs each new catalog until `stop` fires.
 pub async fn run(
     live: Arc<LiveCatalog>,
@@ -42,9 +48,21 @@ pub async fn run(
     stop: CancellationToken,
     on_reload: OnReload,
 ) {
+    let search = follower(stop.clone(), on_reload);
+    let builder = {
+        let (live, label) = (live.clone(), source.to_string());
+        Latest::spawn(stop.clone(), move |(tools, hash): ToolJob| {
+            let (catalog, excluded) = published::tools(&label, tools, &introspector);
+            live.install_tools(catalog, excluded.len(), hash);
+            search.submit(live.snapshot());
+        })
+    };
     let api: Api<ConfigMap> = Api::namespaced(client, &source.namespace);
     let stream = watcher::watch_object(api, &source.name).default_backoff();
     let mut stream = std::pin::pin!(stream);
+    // The hash of the last document decoded and handed on (its tools may still be
+    // building): a resync or re-list of it changes nothing.
+    let mut applied: Option<String> = None;
     loop {
         let item = tokio::select! {
             _ = stop.cancelled() => return,
@@ -52,29 +70,34 @@ pub async fn run(
         };
         match item {
             None => return,
-            Some(Err(e)) => live.record_error(format!("watching ConfigMap {source}: {e}")),
-            Some(Ok(None)) => live.record_error(format!(
-                "ConfigMap {source} not found (has the operator published the catalog?)"
-            )),
-            Some(Ok(Some(cm))) => {
-                apply(&live, &source, cm, &introspector, &on_reload).await;
+            Some(Err(e)) => {
+                let message = format!("watching ConfigMap {source}: {e}");
+                live.record_error(Part::Source, &message, message.clone());
             }
+            Some(Ok(None)) => {
+                let message = format!(
+                    "ConfigMap {source} not found (has the operator published the catalog?)"
+                );
+                live.record_error(Part::Source, &message, message.clone());
+            }
+            Some(Ok(Some(cm))) => apply(&live, &source, cm, &builder, &mut applied).await,
         }
     }
 }
 
-/// Builds and installs one version of the ConfigMap, unless it is the one being served.
+/// Decodes one version of the ConfigMap, swaps its users in and hands its tools to the
+/// builder, unless it is the version last applied.
 async fn apply(
     live: &Arc<LiveCatalog>,
     source: &CatalogConfigMap,
     cm: ConfigMap,
-    introspector: &Introspector,
-    on_reload: &OnReload,
+    builder: &Latest<ToolJob>,
+    applied: &mut Option<String>,
 ) {
     let hash = cm.annotations().get(HASH_ANNOTATION).cloned();
-    if hash.is_some() && live.status().hash == hash && live.status().generation > 0 {
+    if hash.is_some() && *applied == hash {
         // A resync or a re-list after an error: same content, nothing to rebuild.
-        live.clear_error();
+        live.clear_error(Part::Source);
         return;
     }
     let json = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)).cloned();
@@ -83,20 +106,25 @@ async fn apply(
         .as_ref()
         .and_then(|d| d.get(GZIP_KEY))
         .map(|b| b.0.clone());
-    let (live, label) = (live.clone(), source.to_string());
-    let (introspector, on_reload) = (introspector.clone(), on_reload.clone());
-    let built = tokio::task::spawn_blocking(move || {
-        match published::build(&label, json.as_deref(), gzip.as_deref(), &introspector) {
-            Ok((catalog, directory)) => {
-                live.install(catalog, directory, hash);
-                on_reload(&live.snapshot());
-            }
-            Err(e) => live.record_error(e.to_string()),
-        }
+    let label = source.to_string();
+    // Decoding (gunzip and JSON of up to 1 MB) and building the users take milliseconds.
+    let decoded = tokio::task::spawn_blocking(move || {
+        published::decode(&label, json.as_deref(), gzip.as_deref())
+            .map(|doc| (published::users(&label, &doc.users), doc.tools))
     })
     .await;
-    if let Err(e) = built {
-        tracing::error!(error = %e, "catalog build task failed");
+    match decoded {
+        Ok(Ok((users, tools))) => {
+            live.install_users(users);
+            live.clear_error(Part::Source);
+            builder.submit((tools, hash.clone()));
+            *applied = hash;
+        }
+        Ok(Err(e)) => {
+            let message = e.to_string();
+            live.record_error(Part::Source, &message, message.clone());
+        }
+        Err(e) => tracing::error!(error = %e, "catalog decode task failed"),
     }
 }
 
@@ -118,6 +146,10 @@ mod tests {
             })
             .collect();
         let doc = json!({"format": 1, "tools": tools, "users": [{"user": {"username": "alice"}}]});
+        config_map_of(hash, doc)
+    }
+
+    fn config_map_of(hash: &str, doc: Value) -> Value {
         json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "mcc-catalog", "namespace": "mcc", "resourceVersion": hash,
@@ -203,8 +235,8 @@ mod tests {
             "{}",
             seen.query
         );
-        until(&live, "the bad document's error", |l| {
-            l.status().last_error.is_some()
+        until(&live, "h2's tools and the bad document's error", |l| {
+            l.status().last_error.is_some() && l.status().generation == 2
         })
         .await;
         let status = live.status();
@@ -223,7 +255,10 @@ mod tests {
             first.tool("one").is_some(),
             "a snapshot held by a request is unchanged"
         );
-        assert_eq!(rebuilt.load(std::sync::atomic::Ordering::SeqCst), 2);
+        until(&live, "search to follow h2", |_| {
+            rebuilt.load(std::sync::atomic::Ordering::SeqCst) == 2
+        })
+        .await;
         stop.cancel();
         task.await.unwrap();
     }
@@ -253,6 +288,122 @@ mod tests {
         })
         .await;
         assert_eq!(live.status().generation, 0, "still not ready");
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    /// A fn tool that cannot be introspected in every version; a key revoked in h2 while
+    /// h2's tools are still being introspected (a module that hangs on import) and the
+    /// search index is stuck on h1: the key stops working at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_revoked_key_stops_working_while_tools_and_search_are_busy() {
+        let modules = tempfile::tempdir().unwrap();
+        std::fs::write(
+            modules.path().join("hangs.py"),
+            "import time\ntime.sleep(30)\n",
+        )
+        .unwrap();
+        let raw = mcc_catalog::apikey::format_key(&[0x12; 6], &[7; 32]);
+        let record = mcc_catalog::apikey::ApiKeyRecord::of(&raw, None).unwrap();
+        let fn_tool = |key: &str, path: &str| {
+            json!({"tool": {"key": key, "name": key, "kind": "fn", "path": path,
+                            "cwd": modules.path()},
+                   "namespace": "t", "resource": key, "introspect": true})
+        };
+        let exec_tool = json!({"tool": {"key": "one", "name": "one", "kind": "exec", "command": "echo"},
+                               "namespace": "t", "resource": "one"});
+        let h1 = json!({"format": 1,
+            "tools": [exec_tool.clone(), fn_tool("broken", "nowhere:f")],
+            "users": [{"user": {"username": "alice"}, "apiKeys": [record]}]});
+        let h2 = json!({"format": 1,
+            "tools": [exec_tool, fn_tool("broken", "nowhere:f"), fn_tool("slow", "hangs:f")],
+            "users": [{"user": {"username": "alice"}}]});
+
+        let (client, mut api) = ApiServer::new();
+        let live = Arc::new(LiveCatalog::waiting("waiting".into()));
+        let stop = CancellationToken::new();
+        // The search index rebuild blocks until the test releases it.
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let rebuilds = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = rebuilds.clone();
+        let on_reload: OnReload = Arc::new(move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = gate.lock().unwrap().recv();
+        });
+        let introspector = Introspector {
+            timeout: Duration::from_secs(3),
+            ..Introspector::default()
+        };
+        let source = CatalogConfigMap {
+            namespace: "mcc".into(),
+            name: "mcc-catalog".into(),
+        };
+        let task = tokio::spawn(run(
+            live.clone(),
+            client,
+            source,
+            introspector,
+            stop.clone(),
+            on_reload,
+        ));
+        api.expect("GET", CONFIGMAPS, 200, list(vec![config_map_of("h1", h1)]))
+            .await;
+        until(&live, "h1", |l| l.status().generation == 1).await;
+        let status = live.status();
+        assert_eq!((status.tools, status.excluded_tools), (1, 1), "{status:?}");
+        assert!(status.last_error.is_none(), "an exclusion is not an error");
+        assert!(live.directory().current().key("121212121212").is_some());
+        until(&live, "search to start on h1", |_| {
+            rebuilds.load(std::sync::atomic::Ordering::SeqCst) == 1
+        })
+        .await;
+
+        let started = std::time::Instant::now();
+        api.expect_raw(
+            "GET",
+            CONFIGMAPS,
+            200,
+            event("MODIFIED", config_map_of("h2", h2)),
+        )
+        .await;
+        until(&live, "the revocation", |l| {
+            l.directory().current().key("121212121212").is_none()
+        })
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the users swap waited {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            live.status().generation,
+            1,
+            "h2's tools are still being built"
+        );
+        assert!(
+            live.snapshot().tool("one").is_some(),
+            "h1's tools still served"
+        );
+
+        // h2's tools arrive once the hanging module has timed out, search still stuck.
+        for _ in 0..300 {
+            if live.status().generation == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let status = live.status();
+        assert_eq!(status.generation, 2, "{status:?}");
+        assert_eq!((status.tools, status.excluded_tools), (1, 2), "{status:?}");
+        assert_eq!(status.hash.as_deref(), Some("h2"));
+        assert_eq!(rebuilds.load(std::sync::atomic::Ordering::SeqCst), 1);
+        release.send(()).unwrap();
+        until(&live, "search to follow h2", |_| {
+            rebuilds.load(std::sync::atomic::Ordering::SeqCst) == 2
+        })
+        .await;
+        release.send(()).unwrap();
         stop.cancel();
         task.await.unwrap();
     }
