@@ -7,11 +7,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource};
-use mcc_catalog::crd::{ApiKeySpec, Tool, ToolSpec, UserGrant, UserGrantSpec};
+use mcc_catalog::crd::{
+    ApiKeySpec, ApiKeyStatus, PodRuntime, Runtime, Tool, ToolSpec, ToolStatus, UserGrant,
+    UserGrantSpec,
+};
 use serde_json::Value;
 
 use crate::controller::Context;
 use crate::metrics::Metrics;
+use crate::policy::Policy;
 
 /// A Tool under construction.
 pub struct TestTool;
@@ -51,11 +55,45 @@ impl<K: Resource> Builder for K {
 /// Tool-only changes.
 pub trait ToolBuilder {
     fn with_exec(self, command: &str) -> Self;
+    fn with_groups(self, groups: &[&str]) -> Self;
+    /// `runtime: pod` with a placeholder image.
+    fn in_pod(self) -> Self;
+    /// As if the operator had published it under its current key.
+    fn serving(self) -> Self;
 }
 
 impl ToolBuilder for Tool {
     fn with_exec(mut self, command: &str) -> Self {
         self.spec.exec = Some(command.into());
+        self
+    }
+    fn with_groups(mut self, groups: &[&str]) -> Self {
+        self.spec.groups = groups.iter().map(|g| g.to_string()).collect();
+        self
+    }
+    fn in_pod(mut self) -> Self {
+        self.spec.runtime = Some(Runtime::Pod(PodRuntime {
+            image: "example/tool:1".into(),
+            ..Default::default()
+        }));
+        self
+    }
+    fn serving(mut self) -> Self {
+        let key = crate::convert::catalog_tool(&self)
+            .expect("a serving Tool is valid")
+            .tool
+            .key;
+        self.status = Some(ToolStatus {
+            key: Some(key),
+            conditions: vec![crate::status::ready_condition(
+                true,
+                "Published",
+                "in the catalog".into(),
+                Some(1),
+                &[],
+            )],
+            ..Default::default()
+        });
         self
     }
 }
@@ -85,6 +123,9 @@ impl TestGrant {
 pub trait GrantBuilder {
     fn groups(self, groups: &[&str]) -> Self;
     fn api_key(self, ttl_days: Option<u32>) -> Self;
+    fn in_namespace(self, ns: &str) -> Self;
+    /// As if the operator had issued a key with this prefix.
+    fn issued(self, prefix: &str) -> Self;
 }
 
 impl GrantBuilder for UserGrant {
@@ -96,6 +137,23 @@ impl GrantBuilder for UserGrant {
         self.spec.api_key = Some(ApiKeySpec {
             enabled: true,
             ttl_days,
+        });
+        self
+    }
+    fn in_namespace(mut self, ns: &str) -> Self {
+        self.metadata.namespace = Some(ns.into());
+        self
+    }
+    fn issued(mut self, prefix: &str) -> Self {
+        let name = format!(
+            "{}-api-key",
+            self.metadata.name.as_deref().unwrap_or_default()
+        );
+        self.status.get_or_insert_with(Default::default).api_key = Some(ApiKeyStatus {
+            secret_name: name,
+            prefix: prefix.into(),
+            sha256: "ab".repeat(32),
+            expires_at: None,
         });
         self
     }
@@ -132,13 +190,33 @@ pub fn not_found(kind: &str, name: &str) -> Value {
     })
 }
 
-/// A Context over stores of the given objects.
+/// The policy of most tests: a single-tenant install whose trusted namespace is `ns`
+/// (where [`TestGrant`]s live), with `other` also allowed the local runtime.
+pub fn test_policy() -> Policy {
+    let mut policy = Policy::single_tenant(["ns"]);
+    policy.local_runtime.insert("other".into());
+    policy
+}
+
+/// A Context over stores of the given objects, under [`test_policy`].
 pub fn context(client: Client, tools: &[Tool], grants: &[UserGrant]) -> Arc<Context> {
+    context_with(client, tools, grants, test_policy())
+}
+
+/// A Context over stores of the given objects, under `policy`.
+pub fn context_with(
+    client: Client,
+    tools: &[Tool],
+    grants: &[UserGrant],
+    policy: Policy,
+) -> Arc<Context> {
     Arc::new(Context::new(
         client,
         store(tools),
         store(grants),
         Arc::new(Metrics::default()),
+        policy,
+        None,
     ))
 }
 

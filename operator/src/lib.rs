@@ -4,7 +4,10 @@
 //! - [`convert`]: `Tool` resource ⇄ catalog tool (through the file loader's rules);
 //! - [`manifests`]: MCC YAML files → manifests (`mcc-operator convert`);
 //! - [`crdgen`]: the CRD YAML in `crds/`;
-//! - [`assemble`]: all objects → the catalog document and one verdict per object (pure);
+//! - [`settings`]: the tenancy flags, parsed and validated at startup, into a [`policy::Policy`]
+//!   (watch scope, trusted namespaces, local-runtime namespaces, namespace → groups);
+//! - [`assemble`]: all objects and the policy → the catalog document and one verdict per
+//!   object (pure; every inclusion or exclusion is decided there);
 //! - [`controller`]: the reconcilers of both kinds and their shared [`controller::Context`];
 //! - [`status`], [`apikey`], [`publish`], [`leader`], [`metrics`]: status writes, API-key
 //!   Secrets, the catalog ConfigMap, the leader Lease, Prometheus metrics;
@@ -18,8 +21,10 @@ pub mod crdgen;
 pub mod leader;
 pub mod manifests;
 pub mod metrics;
+pub mod policy;
 pub mod publish;
 pub mod runner;
+pub mod settings;
 pub mod status;
 
 #[cfg(test)]

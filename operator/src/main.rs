@@ -12,7 +12,8 @@ use kube::Client;
 use mcc_operator::leader::LeaderElector;
 use mcc_operator::manifests::{ConvertOptions, convert};
 use mcc_operator::metrics::{self, Metrics};
-use mcc_operator::runner;
+use mcc_operator::runner::{self, RunSettings};
+use mcc_operator::settings::TenancyArgs;
 
 #[derive(Parser)]
 #[command(
@@ -78,6 +79,8 @@ struct RunArgs {
     /// Debounce of catalog publishes, in milliseconds.
     #[arg(long, env = "MCC_PUBLISH_DEBOUNCE_MS", default_value_t = 1000)]
     debounce_ms: u64,
+    #[command(flatten)]
+    tenancy: TenancyArgs,
 }
 
 fn main() -> std::process::ExitCode {
@@ -136,12 +139,23 @@ fn run_convert(opts: ConvertOptions) -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Settings first: a bad value stops here, before anything touches the cluster.
+    let tenancy = args.tenancy.parse()?;
     let client = Client::try_default()
         .await
         .context("cannot reach the Kubernetes API")?;
     let namespace = args
         .namespace
         .unwrap_or_else(|| client.default_namespace().to_string());
+    let policy = tenancy.resolve(&namespace)?;
+    tracing::info!(
+        trusted = ?policy.trusted,
+        watched = ?policy.watched,
+        watch_selector = tenancy.selector().map(|s| s.to_string()),
+        local_runtime = ?policy.local_runtime,
+        namespace_groups = ?policy.groups,
+        "tenancy settings"
+    );
     let metrics = Arc::new(Metrics::default());
     tokio::spawn(metrics::serve(args.metrics_addr, metrics.clone()));
 
@@ -159,11 +173,15 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     elector.acquire().await;
     tracing::info!(%identity, "leading: starting controllers");
 
-    let settings = runner::settings(
-        &namespace,
-        &args.configmap,
-        Duration::from_millis(args.debounce_ms),
-    );
+    let settings = RunSettings {
+        publish: runner::settings(
+            &namespace,
+            &args.configmap,
+            Duration::from_millis(args.debounce_ms),
+        ),
+        policy,
+        watch_selector: tenancy.selector().cloned(),
+    };
     tokio::select! {
         r = runner::run(client, metrics, settings) => r.context("the controllers stopped"),
         _ = elector.hold() => anyhow::bail!("lost the leader Lease; exiting so a new leader takes over"),

@@ -7,7 +7,9 @@
 //! from the watch caches, and writes it by server-side apply only when its content hash
 //! differs from the last one written (read back from the ConfigMap at start). A document
 //! too large for a ConfigMap is not written: the error is logged, counted, and shown on
-//! every Tool's status, and the previous catalog stays in place.
+//! every Tool's status, and the previous catalog stays in place. When an object's status
+//! no longer matches the assembly (another object changed its verdict), the publisher asks
+//! for a reconcile of every object of that kind.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use crate::assemble::{Assembly, assemble, object_key};
 use crate::controller::Context;
 use crate::controller::tool::expected_ready;
 use crate::metrics::Metrics;
-use crate::status::{FIELD_MANAGER, ready_state};
+use crate::status::{API_KEY_NOT_ISSUED, FIELD_MANAGER, ready_reason, ready_state};
 use crate::{Error, Result};
 
 /// Where and how often to publish.
@@ -157,15 +159,74 @@ pub fn statuses_disagree(
     })
 }
 
+/// Whether some UserGrant's status disagrees with the assembly (a key prefix freed by a
+/// deleted grant, a namespace entering the scope). A key that could not be issued is the
+/// grant reconciler's own finding, retried on its own schedule, not a disagreement.
+pub fn grant_statuses_disagree(
+    assembly: &Assembly,
+    grants: &[Arc<mcc_catalog::crd::UserGrant>],
+) -> bool {
+    grants.iter().any(|g| {
+        let id = object_key(g.metadata.namespace.as_deref(), g.metadata.name.as_deref());
+        let Some(verdict) = assembly.grants.get(&id) else {
+            return false;
+        };
+        let (ready, reason, message) = ready_reason(verdict);
+        let conditions = g
+            .status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or(&[]);
+        match ready_state(conditions) {
+            Some((_, API_KEY_NOT_ISSUED, _)) => false,
+            now => {
+                now != Some((
+                    if ready { "True" } else { "False" },
+                    reason,
+                    message.as_str(),
+                ))
+            }
+        }
+    })
+}
+
+/// Asks the controllers to reconcile every object of a kind again.
+#[derive(Clone)]
+pub struct ReconcileAll {
+    pub tools: mpsc::Sender<()>,
+    pub grants: mpsc::Sender<()>,
+}
+
+impl ReconcileAll {
+    /// The senders, and the receivers for `Controller::reconcile_all_on` (tools, grants).
+    pub fn channels() -> (Self, mpsc::Receiver<()>, mpsc::Receiver<()>) {
+        let (tools, tools_rx) = mpsc::channel(1);
+        let (grants, grants_rx) = mpsc::channel(1);
+        (Self { tools, grants }, tools_rx, grants_rx)
+    }
+
+    /// Every Tool. (A full channel means a reconcile-all is already pending.)
+    pub fn tools(&mut self) {
+        let _ = self.tools.try_send(());
+    }
+
+    /// Every UserGrant.
+    pub fn grants(&mut self) {
+        let _ = self.grants.try_send(());
+    }
+}
+
 /// One publish cycle: assemble, write if changed, record failures, and ask for a
-/// reconcile of every Tool when statuses need to follow.
+/// reconcile of every Tool (or UserGrant) when statuses need to follow.
 pub async fn cycle(
     ctx: &Context,
     publisher: &mut CatalogPublisher,
-    reconcile_all: &mut mpsc::Sender<()>,
+    reconcile_all: &mut ReconcileAll,
 ) -> Result<bool> {
+    let policy = ctx.current_policy().await?;
     let tools = ctx.tools.state();
-    let assembly = assemble(&tools, &ctx.grants.state());
+    let grants = ctx.grants.state();
+    let assembly = assemble(&tools, &grants, &policy);
     let result = publisher.publish(&assembly.document, &ctx.metrics).await;
     let failure = match &result {
         Err(Error::Document(e @ DocumentError::TooLarge { .. })) => Some(e.to_string()),
@@ -177,8 +238,10 @@ pub async fn cycle(
         *slot = failure.clone();
     }
     if statuses_disagree(&assembly, &tools, failure.as_deref()) {
-        // A full channel means a reconcile-all is already pending.
-        let _ = reconcile_all.try_send(());
+        reconcile_all.tools();
+    }
+    if grant_statuses_disagree(&assembly, &grants) {
+        reconcile_all.grants();
     }
     result
 }
@@ -187,7 +250,7 @@ pub async fn cycle(
 pub async fn run(
     ctx: Arc<Context>,
     mut publisher: CatalogPublisher,
-    mut reconcile_all: mpsc::Sender<()>,
+    mut reconcile_all: ReconcileAll,
     settings: PublishSettings,
 ) -> Result<()> {
     ctx.tools
@@ -198,6 +261,9 @@ pub async fn run(
         .wait_until_ready()
         .await
         .map_err(|_| Error::StoreClosed)?;
+    // Also waits for the Namespaces of a label-selector scope: a catalog assembled before
+    // they are known would leave every tool and user out.
+    ctx.current_policy().await?;
     publisher.load_last().await?;
     loop {
         if let Err(e) = cycle(&ctx, &mut publisher, &mut reconcile_all).await {
@@ -238,7 +304,7 @@ mod tests {
         let tools = vec![TestTool::exec("a", "ns", "greet")];
         let ctx = context(client.clone(), &tools, &[TestGrant::new("g", "alice")]);
         let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
-        let (mut tx, _rx) = mpsc::channel(1);
+        let (mut tx, _rx, _) = ReconcileAll::channels();
         let (result, seen) = tokio::join!(
             cycle(&ctx, &mut publisher, &mut tx),
             api.expect_echo("PATCH", CM)
@@ -313,7 +379,7 @@ mod tests {
         let (client, mut api) = ApiServerVerifier::new();
         let ctx = context(client.clone(), &many, &[]);
         let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
-        let (mut tx, mut rx) = mpsc::channel(1);
+        let (mut tx, mut rx, _) = ReconcileAll::channels();
         let (r, seen) = tokio::join!(
             cycle(&ctx, &mut publisher, &mut tx),
             api.expect_echo("PATCH", CM)

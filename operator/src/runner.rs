@@ -1,13 +1,20 @@
 //! Wiring of a leading operator: the Tool and UserGrant controllers over shared watch
-//! caches, one [`Context`], and the catalog publisher. `main` adds leader election, the
+//! caches, one [`Context`], the catalog publisher and, when the watch scope is a namespace
+//! label selector, a watch of the matching Namespaces. `main` adds leader election, the
 //! metrics server and signal handling around [`run`].
+//!
+//! The watches of Tools, UserGrants and API-key Secrets are cluster-wide; the watch scope
+//! is applied by [`crate::assemble`] (objects outside it get no verdict), so every path
+//! that acts on an object — status, Event, API key, catalog — leaves them alone.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::{Controller, watcher};
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::core::Selector;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client};
 use mcc_catalog::crd::{Tool, UserGrant};
 
@@ -15,13 +22,24 @@ use crate::Result;
 use crate::apikey::MANAGED_LABEL;
 use crate::controller::{self, Context};
 use crate::metrics::Metrics;
-use crate::publish::{self, CatalogPublisher, PublishSettings};
+use crate::policy::Policy;
+use crate::publish::{self, CatalogPublisher, PublishSettings, ReconcileAll};
+
+/// Everything [`run`] needs besides the client and the metrics.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub publish: PublishSettings,
+    /// The tenancy policy (for a selector scope, `watched` is filled from the Namespaces).
+    pub policy: Policy,
+    /// Watch only namespaces with these labels.
+    pub watch_selector: Option<Selector>,
+}
 
 /// Runs both controllers and the publisher until one of them stops.
-pub async fn run(client: Client, metrics: Arc<Metrics>, settings: PublishSettings) -> Result<()> {
-    let (reconcile_all_tx, reconcile_all_rx) = futures::channel::mpsc::channel(1);
+pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -> Result<()> {
+    let (reconcile_all, tools_rx, grants_rx) = ReconcileAll::channels();
     let tools = Controller::new(Api::<Tool>::all(client.clone()), watcher::Config::default())
-        .reconcile_all_on(reconcile_all_rx);
+        .reconcile_all_on(tools_rx);
     let managed = format!("{}={}", MANAGED_LABEL.0, MANAGED_LABEL.1);
     let grants = Controller::new(
         Api::<UserGrant>::all(client.clone()),
@@ -30,14 +48,25 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: PublishSetting
     .owns(
         Api::<Secret>::all(client.clone()),
         watcher::Config::default().labels(&managed),
-    );
+    )
+    .reconcile_all_on(grants_rx);
+    let (namespaces, namespace_loop) = match &settings.watch_selector {
+        Some(selector) => {
+            let (store, watch) = watch_namespaces(&client, selector, reconcile_all.clone());
+            (Some(store), watch.boxed())
+        }
+        None => (None, futures::future::pending::<()>().boxed()),
+    };
     let ctx = Arc::new(Context::new(
         client.clone(),
         tools.store(),
         grants.store(),
         metrics,
+        settings.policy,
+        namespaces,
     ));
-    let publisher = CatalogPublisher::new(client, &settings.namespace, &settings.name);
+    let publisher =
+        CatalogPublisher::new(client, &settings.publish.namespace, &settings.publish.name);
     let tool_loop = tools
         .run(
             controller::tool::reconcile,
@@ -55,8 +84,40 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: PublishSetting
     tokio::select! {
         _ = tool_loop => Ok(()),
         _ = grant_loop => Ok(()),
-        r = publish::run(ctx, publisher, reconcile_all_tx, settings) => r,
+        _ = namespace_loop => Ok(()),
+        r = publish::run(ctx, publisher, reconcile_all, settings.publish) => r,
     }
+}
+
+/// A cache of the Namespaces matching `selector`, and the future that keeps it current.
+/// A Namespace that starts matching brings its objects into scope, so every Tool and
+/// UserGrant is reconciled again (objects leaving the scope are simply no longer acted on).
+fn watch_namespaces(
+    client: &Client,
+    selector: &Selector,
+    mut reconcile_all: ReconcileAll,
+) -> (Store<Namespace>, impl Future<Output = ()> + Send + 'static) {
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(
+            Api::<Namespace>::all(client.clone()),
+            watcher::Config::default().labels_from(selector),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let watch = stream.for_each(move |event| {
+        match event {
+            Ok(_) => {
+                reconcile_all.tools();
+                reconcile_all.grants();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot watch the Namespaces of the watch scope"),
+        }
+        futures::future::ready(())
+    });
+    (store, watch)
 }
 
 /// Default publish timing: debounce bursts, and look again every 5 s for deletes.
@@ -78,7 +139,9 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::fixtures::{Builder, GrantBuilder, TestGrant, TestTool, ToolBuilder, not_found};
+    use crate::fixtures::{
+        Builder, GrantBuilder, TestGrant, TestTool, ToolBuilder, not_found, test_policy,
+    };
 
     fn reply(send: tower_test::mock::SendResponse<Response<Body>>, status: u16, body: &Value) {
         send.send_response(
@@ -117,7 +180,11 @@ mod tests {
         let operator = tokio::spawn(run(
             client,
             Arc::new(Metrics::default()),
-            settings("mcc-system", "mcc-catalog", Duration::from_millis(50)),
+            RunSettings {
+                publish: settings("mcc-system", "mcc-catalog", Duration::from_millis(50)),
+                policy: test_policy(),
+                watch_selector: None,
+            },
         ));
 
         let mut open_watches = Vec::new();
@@ -217,7 +284,7 @@ mod tests {
         );
         assert_eq!(
             reason("/apis/mcc.dev/v1alpha1/namespaces/other/tools/dup/status"),
-            "DuplicateKey"
+            "KeyOwnedByOtherNamespace"
         );
         assert_eq!(
             reason("/apis/mcc.dev/v1alpha1/namespaces/ns/tools/report/status"),
@@ -241,6 +308,102 @@ mod tests {
         assert_eq!(keys, [("greet", "ns"), ("report", "ns")]);
         assert!(doc.tools[1].introspect);
         assert_eq!(doc.users[0].user.username, "alice");
+        drop(open_watches);
+    }
+
+    /// A namespace label selector as the watch scope: the operator lists the matching
+    /// Namespaces, and acts only on objects there — the grant and the invalid Tool of the
+    /// other namespace get no status, no Event, no key and no place in the catalog.
+    #[tokio::test]
+    async fn a_selector_scope_acts_only_on_matching_namespaces() {
+        let mine = TestTool::exec("mine", "ns", "greet");
+        let theirs = TestTool::exec("theirs", "team-b", "broken").with_exec("echo {{ x ");
+        let tools: Vec<Value> = [&mine, &theirs]
+            .iter()
+            .map(|t| serde_json::to_value(t).unwrap())
+            .collect();
+        let foreign = TestGrant::new("g", "mallory")
+            .in_namespace("team-b")
+            .api_key(None);
+        let grants = vec![serde_json::to_value(&foreign).unwrap()];
+        let selector = crate::settings::parse_selector("mcc.dev/tenant=blue").unwrap();
+
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let client = Client::new(service, "default");
+        let mut policy = test_policy();
+        policy.trusted.insert("team-b".into());
+        let operator = tokio::spawn(run(
+            client,
+            Arc::new(Metrics::default()),
+            RunSettings {
+                publish: settings("mcc-system", "mcc-catalog", Duration::from_millis(50)),
+                policy,
+                watch_selector: Some(selector),
+            },
+        ));
+        let mut open_watches = Vec::new();
+        // (The mocked watches never deliver the written status, so the same status is
+        // written again on every publish cycle: what matters is where writes go.)
+        let mut writes = std::collections::BTreeSet::new();
+        let mut catalog: Option<Value> = None;
+        let mut namespaces_listed = false;
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+        loop {
+            let next = tokio::time::timeout_at(deadline, api.next_request()).await;
+            let Ok(Some((req, send))) = next else { break };
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let query = req.uri().query().unwrap_or_default().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            match (method.as_str(), path.as_str()) {
+                ("GET", _) if query.contains("watch=true") => open_watches.push(send),
+                ("GET", "/api/v1/namespaces") => {
+                    assert!(
+                        query.contains("labelSelector=mcc.dev%2Ftenant%3Dblue"),
+                        "{query}"
+                    );
+                    namespaces_listed = true;
+                    let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+                        "metadata": {"name": "ns", "labels": {"mcc.dev/tenant": "blue"}}});
+                    reply(send, 200, &list("NamespaceList", vec![ns]))
+                }
+                ("GET", "/apis/mcc.dev/v1alpha1/tools") => {
+                    reply(send, 200, &list("ToolList", tools.clone()))
+                }
+                ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
+                    reply(send, 200, &list("UserGrantList", grants.clone()))
+                }
+                ("GET", "/api/v1/secrets") => reply(send, 200, &list("SecretList", vec![])),
+                ("GET", "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog") => {
+                    reply(send, 404, &not_found("configmaps", "mcc-catalog"))
+                }
+                ("PATCH", "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog") => {
+                    catalog = Some(body.clone());
+                    reply(send, 200, &body)
+                }
+                ("PATCH", "/apis/mcc.dev/v1alpha1/namespaces/ns/tools/mine/status") => {
+                    writes.insert(path.clone());
+                    let mut obj = tools[0].clone();
+                    obj["status"] = body["status"].clone();
+                    reply(send, 200, &obj)
+                }
+                other => panic!("a request outside the scope: {other:?} ?{query}"),
+            }
+        }
+        operator.abort();
+        assert!(namespaces_listed);
+        assert_eq!(
+            writes.into_iter().collect::<Vec<_>>(),
+            ["/apis/mcc.dev/v1alpha1/namespaces/ns/tools/mine/status"]
+        );
+        let text = catalog.expect("a catalog was published")["data"]["catalog.json"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let doc = mcc_catalog::document::decode(Some(&text), None).unwrap();
+        assert_eq!(doc.tools.len(), 1);
+        assert!(doc.users.is_empty(), "team-b's grant is not in scope");
         drop(open_watches);
     }
 }

@@ -14,6 +14,12 @@ use crate::{Error, Result};
 /// The field manager of every write the operator makes.
 pub const FIELD_MANAGER: &str = "mcc-operator";
 
+/// The reason of a UserGrant's `Ready=False` when its API key cannot be issued.
+pub const API_KEY_NOT_ISSUED: &str = "ApiKeyNotIssued";
+
+/// The reason of every Tool's `Ready=False` while the catalog cannot be published.
+pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
+
 /// The `Ready` condition's reason and message for a verdict.
 pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
     match verdict {
@@ -40,7 +46,48 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
             false,
             "DuplicateKey",
             format!(
-                "the key is already served by Tool {winner} (older, or same age and first by namespace/name)"
+                "the key is already served by Tool {winner} of this namespace (older, or same age and first by name)"
+            ),
+        ),
+        Verdict::KeyOwnedByOtherNamespace { owner } => (
+            false,
+            "KeyOwnedByOtherNamespace",
+            format!(
+                "the key belongs to namespace {}: Tool {owner} serves it (a key stays with the namespace whose Tool serves it; choose another name or group)",
+                owner.split('/').next().unwrap_or_default()
+            ),
+        ),
+        Verdict::GroupNotAllowed { namespace, group } => (
+            false,
+            "GroupNotAllowed",
+            match group {
+                Some(g) => format!(
+                    "namespace {namespace} may not publish Tools under group '{g}' (the platform team allows groups per namespace: operator setting MCC_NAMESPACE_GROUPS)"
+                ),
+                None => format!(
+                    "the Tool has no groups, so it is open to everyone like group 'public', which namespace {namespace} may not publish under (operator setting MCC_NAMESPACE_GROUPS)"
+                ),
+            },
+        ),
+        Verdict::LocalRuntimeNotAllowed { namespace } => (
+            false,
+            "LocalRuntimeNotAllowed",
+            format!(
+                "namespace {namespace} may not run Tools in the gateway's shared local runtime (operator setting MCC_LOCAL_RUNTIME_NAMESPACES); use runtime: pod once it is available (the pod runtime is not available in this release yet), or ask the platform team"
+            ),
+        ),
+        Verdict::UntrustedNamespace { namespace } => (
+            false,
+            "UntrustedNamespace",
+            format!(
+                "namespace {namespace} is not trusted for UserGrants (operator setting MCC_TRUSTED_NAMESPACES): this grant adds no user, groups, ServiceAccount binding or API key"
+            ),
+        ),
+        Verdict::DuplicateApiKeyPrefix { prefix, holder } => (
+            false,
+            "DuplicateApiKeyPrefix",
+            format!(
+                "served without an API key: its prefix {prefix} is already used by the key of UserGrant {holder}; delete this grant's API-key Secret to have a new key minted"
             ),
         ),
     }

@@ -79,3 +79,31 @@ fn bad_input_exits_non_zero_naming_the_file() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/tools.yaml"));
 }
+
+#[test]
+fn a_bad_tenancy_setting_stops_startup_naming_the_flag() {
+    // Checked before the cluster is contacted: no kubeconfig is needed to see the error.
+    let out = operator()
+        .args(["run", "--namespace-groups", "team-a"])
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--namespace-groups (MCC_NAMESPACE_GROUPS): 'team-a' has no '='"),
+        "{stderr}"
+    );
+    let out = operator()
+        .arg("run")
+        .env("KUBECONFIG", "/nonexistent/kubeconfig")
+        .env("MCC_WATCH_NAMESPACE_SELECTOR", "tier in (a")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--watch-namespace-selector (MCC_WATCH_NAMESPACE_SELECTOR)"),
+        "{stderr}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The resources in `examples/k8s/` pass admission (the CRDs' CEL rules, evaluated by
-//! kube-cel) and the operator's own checks: every example Tool and UserGrant is Ready.
+//! kube-cel) and the operator's own checks under the default settings of an operator in
+//! `mcc-system`: every example Tool and UserGrant is Ready, and the fn tool introspects.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,7 +8,9 @@ use std::sync::Arc;
 use kube::CustomResourceExt;
 use kube::core::cel::Validator;
 use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_catalog::introspect::{Introspector, Pending, find_python};
 use mcc_operator::assemble::{Verdict, assemble};
+use mcc_operator::settings::TenancyArgs;
 use serde_json::Value;
 
 fn example_docs() -> Vec<Value> {
@@ -70,7 +73,12 @@ fn every_example_is_admitted_and_ready() {
         }
     }
     assert_eq!((tools.len(), grants.len()), (4, 2));
-    let assembly = assemble(&tools, &grants);
+    let defaults = TenancyArgs::default()
+        .parse()
+        .unwrap()
+        .resolve("mcc-system")
+        .unwrap();
+    let assembly = assemble(&tools, &grants, &defaults);
     for (id, v) in &assembly.tools {
         assert!(matches!(v.verdict, Verdict::Ready { .. }), "{id}: {v:?}");
     }
@@ -89,11 +97,33 @@ fn every_example_is_admitted_and_ready() {
             "ops.api_status",
             "ops.whoami_echo",
             "public.greet",
-            "reports.summary"
+            "reports.title_case"
         ]
     );
-    let summary = &assembly.document.tools[3];
-    assert!(summary.introspect && !summary.runtime.is_local());
+    assert!(
+        assembly.document.tools.iter().all(|t| t.runtime.is_local()),
+        "the pod runtime is not available yet: every example runs locally"
+    );
     let doc = serde_json::to_string(&assembly.document).unwrap();
     assert!(!doc.contains("change-me"), "no secret value in the catalog");
+
+    // The fn tool loads in a gateway: its callable exists and introspects.
+    let title = &assembly.document.tools[3];
+    assert!(title.introspect);
+    let path = std::env::var("PATH").ok();
+    if find_python("python3", path.as_deref()).is_none() {
+        eprintln!("SKIP introspection: no python3 on PATH");
+        return;
+    }
+    let mut fn_tools = vec![title.tool.clone()];
+    let pending = [Pending {
+        index: 0,
+        name_from_callable: false,
+    }];
+    Introspector::default()
+        .fill(&mut fn_tools, &pending)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let params: Vec<&str> = fn_tools[0].params.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(params, ["s", "sep"]);
+    assert_eq!(fn_tools[0].key, "reports.title_case");
 }

@@ -5,6 +5,7 @@
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -12,6 +13,8 @@ use mcc_catalog::crd::{Tool, UserGrant};
 use tokio::sync::Notify;
 
 use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::{Error, Result};
 
 pub mod grant;
 pub mod tool;
@@ -35,6 +38,10 @@ pub struct Context {
     pub publish: Arc<Notify>,
     /// Why the last catalog could not be published (e.g. too large); shown on every Tool.
     pub catalog_error: Arc<RwLock<Option<String>>>,
+    /// The platform team's tenancy policy, as settled at startup.
+    pub policy: Policy,
+    /// With a namespace label selector as watch scope: the Namespaces it matches.
+    pub namespaces: Option<Store<Namespace>>,
 }
 
 /// How often an unchanged object is looked at again.
@@ -49,6 +56,8 @@ impl Context {
         tools: Store<Tool>,
         grants: Store<UserGrant>,
         metrics: Arc<Metrics>,
+        policy: Policy,
+        namespaces: Option<Store<Namespace>>,
     ) -> Self {
         let reporter = Reporter {
             controller: "mcc-operator".into(),
@@ -62,7 +71,30 @@ impl Context {
             metrics,
             publish: Arc::new(Notify::new()),
             catalog_error: Arc::new(RwLock::new(None)),
+            policy,
+            namespaces,
         }
+    }
+
+    /// The policy now: with a label selector as watch scope, `watched` holds the
+    /// Namespaces that match (waiting for their first list, so that nothing is judged
+    /// out of scope merely because the Namespaces were not seen yet).
+    pub async fn current_policy(&self) -> Result<Policy> {
+        let mut policy = self.policy.clone();
+        if let Some(store) = &self.namespaces {
+            store
+                .wait_until_ready()
+                .await
+                .map_err(|_| Error::StoreClosed)?;
+            policy.watched = Some(
+                store
+                    .state()
+                    .iter()
+                    .filter_map(|n| n.metadata.name.clone())
+                    .collect(),
+            );
+        }
+        Ok(policy)
     }
 
     /// The publisher's current failure, if any.

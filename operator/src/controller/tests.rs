@@ -1,6 +1,7 @@
 //! Reconcilers against a mocked API server: every request is asserted (method, path,
 //! server-side apply parameters, body), and "no write" is asserted as "no request".
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -11,8 +12,9 @@ use serde_json::{Value, json};
 use super::{grant, tool};
 use crate::fixtures::{
     ApiServerVerifier, Builder, GrantBuilder, Seen, TestGrant, TestTool, ToolBuilder, assert_apply,
-    context, not_found,
+    context, context_with, not_found, test_policy,
 };
+use crate::policy::{Groups, Policy};
 
 const TOOL_STATUS: &str = "/apis/mcc.dev/v1alpha1/namespaces/ns/tools/t/status";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
@@ -114,7 +116,7 @@ async fn invalid_tool_is_not_ready_and_gets_one_event() {
 }
 
 #[tokio::test]
-async fn younger_duplicate_is_not_ready_and_names_the_winner() {
+async fn a_key_owned_by_another_namespace_is_refused_naming_the_owner() {
     let winner = TestTool::exec("first", "other", "greet").created("2026-01-01T00:00:00Z");
     let t = TestTool::exec("t", "ns", "greet").created("2026-03-01T00:00:00Z");
     let t2 = t.clone();
@@ -123,12 +125,102 @@ async fn younger_duplicate_is_not_ready_and_names_the_winner() {
             .expect_with("PATCH", TOOL_STATUS, with_status(&t2))
             .await;
         let (status, reason, message) = ready(&seen.body);
-        assert_eq!((status, reason), ("False", "DuplicateKey"));
+        assert_eq!((status, reason), ("False", "KeyOwnedByOtherNamespace"));
         assert!(message.contains("Tool other/first"), "{message}");
         assert_eq!(seen.body["status"]["key"], "greet");
+        let event = api.expect_echo("POST", EVENTS).await;
+        assert_eq!(event.body["reason"], "KeyOwnedByOtherNamespace");
+        api.expect_nothing().await;
+    })
+    .await;
+    // Same namespace: the existing tie-break, reason DuplicateKey.
+    let winner = TestTool::exec("first", "ns", "greet").created("2026-01-01T00:00:00Z");
+    let t = TestTool::exec("t", "ns", "greet").created("2026-03-01T00:00:00Z");
+    let t2 = t.clone();
+    reconcile_tool(t.clone(), &[winner, t], async move |mut api| {
+        let seen = api
+            .expect_with("PATCH", TOOL_STATUS, with_status(&t2))
+            .await;
+        assert_eq!(ready(&seen.body).1, "DuplicateKey");
         api.expect_echo("POST", EVENTS).await;
     })
     .await;
+}
+
+/// A refused Tool: its status says why, with one Event, and a second reconcile of the
+/// object as written changes nothing and sends nothing.
+async fn refused_once(t: Tool, policy: Policy, want_reason: &str, want_in_message: &str) {
+    let (client, mut api) = ApiServerVerifier::new();
+    let ctx = context_with(client, std::slice::from_ref(&t), &[], policy.clone());
+    let t2 = t.clone();
+    let (want_reason2, want_in_message2) = (want_reason.to_string(), want_in_message.to_string());
+    let server = tokio::spawn(async move {
+        let seen = api
+            .expect_with("PATCH", TOOL_STATUS, with_status(&t2))
+            .await;
+        let (status, reason, message) = ready(&seen.body);
+        assert_eq!((status, reason), ("False", want_reason2.as_str()));
+        assert!(message.contains(&want_in_message2), "{message}");
+        let event = api.expect_echo("POST", EVENTS).await;
+        assert_eq!(event.body["type"], "Warning");
+        assert_eq!(event.body["reason"], want_reason2.as_str());
+        api.expect_nothing().await;
+        seen
+    });
+    tool::reconcile(Arc::new(t.clone()), ctx).await.unwrap();
+    let seen = server.await.unwrap();
+    let mut written = serde_json::to_value(&t).unwrap();
+    written["status"] = seen.body["status"].clone();
+    let written: Tool = serde_json::from_value(written).unwrap();
+    let (client, mut api) = ApiServerVerifier::new();
+    let ctx = context_with(client, std::slice::from_ref(&written), &[], policy);
+    let (r, ()) = tokio::join!(
+        tool::reconcile(Arc::new(written), ctx),
+        api.expect_nothing()
+    );
+    r.unwrap();
+}
+
+#[tokio::test]
+async fn a_group_the_namespace_is_not_allowed_is_refused() {
+    let mut policy = test_policy();
+    policy.groups = Some(BTreeMap::from([(
+        "ns".to_string(),
+        Groups::Only(BTreeSet::from(["reports".to_string()])),
+    )]));
+    let t = TestTool::exec("t", "ns", "deploy").with_groups(&["reports", "admin"]);
+    refused_once(t, policy, "GroupNotAllowed", "group 'admin'").await;
+}
+
+#[tokio::test]
+async fn a_local_tool_of_a_namespace_not_allowed_the_local_runtime_is_refused() {
+    let mut policy = test_policy();
+    policy.local_runtime.remove("ns");
+    let t = TestTool::exec("t", "ns", "greet");
+    refused_once(t, policy, "LocalRuntimeNotAllowed", "runtime: pod").await;
+}
+
+#[tokio::test]
+async fn objects_outside_the_watch_scope_are_left_alone() {
+    let mut policy = test_policy();
+    policy.watched = Some(BTreeSet::from(["mcc-system".to_string()]));
+    // Invalid and with an API key to mint: in scope, both would cause requests.
+    let t = TestTool::exec("t", "ns", "x").with_exec("echo {{ broken ");
+    let g = TestGrant::new("g", "alice").api_key(None);
+    let (client, mut api) = ApiServerVerifier::new();
+    let ctx = context_with(
+        client,
+        std::slice::from_ref(&t),
+        std::slice::from_ref(&g),
+        policy,
+    );
+    let (r1, r2, ()) = tokio::join!(
+        tool::reconcile(Arc::new(t), ctx.clone()),
+        grant::reconcile(Arc::new(g), ctx),
+        api.expect_nothing()
+    );
+    r1.unwrap();
+    r2.unwrap();
 }
 
 #[tokio::test]
@@ -289,4 +381,85 @@ async fn a_foreign_secret_is_not_overwritten_and_the_status_says_so() {
         api.expect_nothing().await;
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_grant_outside_the_trusted_namespaces_mints_nothing_and_says_so_once() {
+    const STATUS: &str = "/apis/mcc.dev/v1alpha1/namespaces/team-a/usergrants/g/status";
+    const TEAM_EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/team-a/events";
+    let mut g = TestGrant::new("g", "admin")
+        .in_namespace("team-a")
+        .groups(&["admin"])
+        .api_key(None);
+    g.spec.service_accounts = vec![mcc_catalog::crd::ServiceAccountBinding {
+        namespace: Some("kube-system".into()),
+        name: "default".into(),
+    }];
+    let g2 = g.clone();
+    let (client, mut api) = ApiServerVerifier::new();
+    let ctx = context(client, &[], std::slice::from_ref(&g));
+    let server = tokio::spawn(async move {
+        // No Secret is read or written: the first request is the status.
+        let status = api.expect_with("PATCH", STATUS, with_status(&g2)).await;
+        let (ready, reason, message) = ready(&status.body);
+        assert_eq!((ready, reason), ("False", "UntrustedNamespace"));
+        assert!(message.contains("namespace team-a"), "{message}");
+        assert!(status.body["status"].get("apiKey").is_none());
+        let event = api.expect_echo("POST", TEAM_EVENTS).await;
+        assert_eq!(event.body["reason"], "UntrustedNamespace");
+        api.expect_nothing().await;
+        status
+    });
+    grant::reconcile(Arc::new(g.clone()), ctx.clone())
+        .await
+        .unwrap();
+    let status = server.await.unwrap();
+    // The catalog gets nothing from it.
+    let doc = crate::assemble::assemble(&[], &ctx.grants.state(), &test_policy()).document;
+    assert!(doc.users.is_empty());
+    // Reconciled again as written: no request, no second Event.
+    let mut v = serde_json::to_value(&g).unwrap();
+    v["status"] = status.body["status"].clone();
+    let written: UserGrant = serde_json::from_value(v).unwrap();
+    reconcile_grant(written, async |mut api| api.expect_nothing().await).await;
+}
+
+#[tokio::test]
+async fn a_key_whose_prefix_another_grant_has_is_refused_at_reconcile() {
+    let raw = mcc_catalog::apikey::format_key(&[1; 6], &[2; 32]);
+    let prefix = prefix_of(&raw).unwrap().to_string();
+    // An older grant already publishes a key with this prefix.
+    let holder = TestGrant::new("holder", "bob")
+        .api_key(None)
+        .issued(&prefix)
+        .created("2025-01-01T00:00:00Z");
+    let g = TestGrant::new("g", "alice").api_key(None);
+    let secret = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "g-api-key", "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "mcc.dev/v1alpha1", "kind": "UserGrant", "name": "g", "uid": "uid-g", "controller": true}]},
+        "data": {"apiKey": base64::engine::general_purpose::STANDARD.encode(&raw)}
+    });
+    let (client, mut api) = ApiServerVerifier::new();
+    let ctx = context(client, &[], &[holder, g.clone()]);
+    let g2 = g.clone();
+    let prefix2 = prefix.clone();
+    let (result, ()) = tokio::join!(grant::reconcile(Arc::new(g), ctx), async move {
+        api.expect("GET", SECRET, 200, secret).await;
+        let status = api
+            .expect_with("PATCH", GRANT_STATUS, with_status(&g2))
+            .await;
+        let (ready, reason, message) = ready(&status.body);
+        assert_eq!((ready, reason), ("False", "DuplicateApiKeyPrefix"));
+        assert!(
+            message.contains(&prefix2) && message.contains("ns/holder"),
+            "{message}"
+        );
+        // The status records the key the Secret holds; the catalog leaves it out.
+        assert_eq!(status.body["status"]["apiKey"]["prefix"], prefix2.as_str());
+        let event = api.expect_echo("POST", EVENTS).await;
+        assert_eq!(event.body["reason"], "DuplicateApiKeyPrefix");
+        api.expect_nothing().await;
+    });
+    result.unwrap();
 }

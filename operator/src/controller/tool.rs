@@ -1,6 +1,7 @@
-//! The `Tool` reconciler: computes the object's verdict from every Tool (so duplicate keys
-//! across namespaces resolve the same way everywhere), writes its status, raises a
-//! Warning Event when it turns invalid, and wakes the publisher.
+//! The `Tool` reconciler: computes the object's verdict from every Tool and the tenancy
+//! policy (so key ownership resolves the same way everywhere), writes its status, raises a
+//! Warning Event when it turns not Ready, and wakes the publisher. A Tool outside the
+//! watched namespaces is left alone.
 
 use std::sync::Arc;
 
@@ -9,9 +10,11 @@ use kube::runtime::controller::Action;
 use mcc_catalog::crd::{Tool, ToolStatus};
 
 use super::{Context, RESYNC, RETRY};
-use crate::assemble::{ToolVerdict, Verdict, assemble, object_key};
-use crate::convert::Invalid;
-use crate::status::{apply_status, ready_condition, ready_reason, ready_state};
+use crate::assemble::{ToolVerdict, assemble, object_key};
+use crate::policy::Policy;
+use crate::status::{
+    CATALOG_NOT_PUBLISHED, apply_status, ready_condition, ready_reason, ready_state,
+};
 use crate::{Error, Result};
 
 /// The `Ready` condition's content for a tool: its verdict, unless the catalog itself
@@ -21,7 +24,7 @@ pub fn expected_ready(
     catalog_error: Option<&str>,
 ) -> (bool, &'static str, String) {
     match (ready_reason(&verdict.verdict), catalog_error) {
-        ((true, _, _), Some(e)) => (false, "CatalogNotPublished", e.to_string()),
+        ((true, _, _), Some(e)) => (false, CATALOG_NOT_PUBLISHED, e.to_string()),
         (r, _) => r,
     }
 }
@@ -52,8 +55,9 @@ pub fn desired_status(
     }
 }
 
-/// The verdict of `tool` among everything in the store.
-fn verdict_of(tool: &Arc<Tool>, ctx: &Context) -> ToolVerdict {
+/// The verdict of `tool` among everything in the store; `None` when it is outside the
+/// watched namespaces.
+fn verdict_of(tool: &Arc<Tool>, ctx: &Context, policy: &Policy) -> Option<ToolVerdict> {
     let id = object_key(
         tool.metadata.namespace.as_deref(),
         tool.metadata.name.as_deref(),
@@ -62,16 +66,7 @@ fn verdict_of(tool: &Arc<Tool>, ctx: &Context) -> ToolVerdict {
     // The store may lag the trigger by an event; use the object we were given.
     all.retain(|t| object_key(t.metadata.namespace.as_deref(), t.metadata.name.as_deref()) != id);
     all.push(tool.clone());
-    let mut verdicts = assemble(&all, &[]).tools;
-    // `assemble` gives every tool a verdict; the fallback only keeps this free of panics.
-    verdicts.remove(&id).unwrap_or_else(|| ToolVerdict {
-        key: None,
-        kind: None,
-        verdict: Verdict::Invalid(Invalid {
-            field: "metadata".into(),
-            message: "the object has no namespace/name".into(),
-        }),
-    })
+    assemble(&all, &[], policy).tools.remove(&id)
 }
 
 /// Reconciles one Tool.
@@ -81,7 +76,11 @@ pub async fn reconcile(tool: Arc<Tool>, ctx: Arc<Context>) -> Result<Action> {
         .wait_until_ready()
         .await
         .map_err(|_| Error::StoreClosed)?;
-    let verdict = verdict_of(&tool, &ctx);
+    let policy = ctx.current_policy().await?;
+    let Some(verdict) = verdict_of(&tool, &ctx, &policy) else {
+        // Not ours: another install (or none) reconciles this namespace.
+        return Ok(Action::await_change());
+    };
     let status = desired_status(&tool, &verdict, ctx.catalog_error().as_deref());
     let previous = tool.status.clone().unwrap_or_default();
     if status != previous {

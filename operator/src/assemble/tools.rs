@@ -1,0 +1,162 @@
+//! Which Tools are served, and why the others are not (pure; part of
+//! [`super::assemble`]).
+//!
+//! A Tool is *eligible* when it is valid (`InvalidSpec` otherwise), its namespace may
+//! publish under each of its groups (`GroupNotAllowed`), and, for `runtime: local`, its
+//! namespace may use the gateway's shared local runtime (`LocalRuntimeNotAllowed`).
+//! Eligible Tools then compete for their key:
+//!
+//! - **The namespace that owns a key** is the namespace whose Tool serves it now (its
+//!   status says `Ready` with this key). A Tool of another namespace cannot take a served
+//!   key — not a newer one, and not an older one that was broken or refused until now and
+//!   has just become eligible (which would otherwise let a tenant park a dormant Tool and
+//!   take over a key once others rely on it). A key nobody serves goes to the namespace of
+//!   the oldest eligible Tool (creationTimestamp, then `namespace/name`). Eligible Tools of
+//!   other namespaces are `KeyOwnedByOtherNamespace`, naming the Tool that serves the key.
+//! - **Within the owning namespace**, the oldest eligible Tool (then the smaller
+//!   `namespace/name`) serves the key; the others are `DuplicateKey`.
+//!
+//! An fn Tool without a `name` is named by each gateway after introspection, so its final
+//! key may differ from the provisional one decided here; the gateway leaves out a renamed
+//! tool whose key collides.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mcc_catalog::crd::Tool;
+use mcc_catalog::document::CatalogTool;
+
+use super::{Assembly, ToolVerdict, Verdict, watched};
+use crate::convert::catalog_tool;
+use crate::policy::Policy;
+use crate::status::CATALOG_NOT_PUBLISHED;
+
+/// `exec`, `curl` or `fn`.
+pub fn kind_name(t: &CatalogTool) -> &'static str {
+    match t.tool.kind {
+        mcc_catalog::ToolKind::Exec { .. } => "exec",
+        mcc_catalog::ToolKind::Curl { .. } => "curl",
+        mcc_catalog::ToolKind::Fn { .. } => "fn",
+    }
+}
+
+struct Eligible<'a> {
+    id: String,
+    namespace: String,
+    resource: &'a Tool,
+    tool: CatalogTool,
+}
+
+/// Adds the served tools to `out.document` and a verdict for every watched Tool.
+pub(super) fn assemble(out: &mut Assembly, tools: &[Arc<Tool>], policy: &Policy) {
+    // Oldest first, so "the first one seen" is always the oldest.
+    let mut eligible = Vec::new();
+    for (id, namespace, resource) in watched(tools, policy) {
+        match admit(resource, &namespace, policy) {
+            Ok(tool) => eligible.push(Eligible {
+                id,
+                namespace,
+                resource,
+                tool,
+            }),
+            Err(refused) => {
+                out.tools.insert(id, refused);
+            }
+        }
+    }
+    let server = servers(&eligible);
+    for e in eligible {
+        let key = e.tool.tool.key.clone();
+        let kind = Some(kind_name(&e.tool));
+        // Every eligible key has a server, so the fallback is never taken.
+        let (winner, owner_ns) = server
+            .get(&key)
+            .map(|(id, ns)| (id.as_str(), ns.as_str()))
+            .unwrap_or((e.id.as_str(), e.namespace.as_str()));
+        let verdict = if winner == e.id {
+            let verdict = Verdict::Ready {
+                introspect: e.tool.introspect,
+                renamed: e.tool.name_from_callable,
+            };
+            out.document.tools.push(e.tool);
+            verdict
+        } else if owner_ns == e.namespace {
+            Verdict::Duplicate {
+                winner: winner.to_string(),
+            }
+        } else {
+            Verdict::KeyOwnedByOtherNamespace {
+                owner: winner.to_string(),
+            }
+        };
+        out.tools.insert(
+            e.id,
+            ToolVerdict {
+                key: Some(key),
+                kind,
+                verdict,
+            },
+        );
+    }
+}
+
+/// One Tool on its own: valid, and allowed its groups and its runtime.
+fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogTool, ToolVerdict> {
+    let tool = catalog_tool(resource).map_err(|e| ToolVerdict {
+        key: None,
+        kind: None,
+        verdict: Verdict::Invalid(e),
+    })?;
+    let refuse = |verdict| ToolVerdict {
+        key: Some(tool.tool.key.clone()),
+        kind: Some(kind_name(&tool)),
+        verdict,
+    };
+    if let Some(refusal) = policy.refused_group(namespace, &tool.tool.groups) {
+        return Err(refuse(Verdict::GroupNotAllowed {
+            namespace: namespace.to_string(),
+            group: refusal.group,
+        }));
+    }
+    if tool.runtime.is_local() && !policy.may_run_locally(namespace) {
+        return Err(refuse(Verdict::LocalRuntimeNotAllowed {
+            namespace: namespace.to_string(),
+        }));
+    }
+    Ok(tool)
+}
+
+/// Whether the Tool's status says it serves `key` now. A catalog that could not be
+/// published (too large) turns every Tool not Ready; that must not release its key.
+fn serves_now(resource: &Tool, key: &str) -> bool {
+    let Some(status) = &resource.status else {
+        return false;
+    };
+    status.key.as_deref() == Some(key)
+        && status.conditions.iter().any(|c| {
+            c.type_ == "Ready" && (c.status == "True" || c.reason == CATALOG_NOT_PUBLISHED)
+        })
+}
+
+/// Key → (the Tool that serves it, its namespace): the owning namespace is the first
+/// (oldest) namespace serving the key now, else the oldest eligible Tool's; within it, the
+/// oldest eligible Tool serves.
+fn servers(eligible: &[Eligible<'_>]) -> BTreeMap<String, (String, String)> {
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    let holding = eligible
+        .iter()
+        .filter(|e| serves_now(e.resource, &e.tool.tool.key));
+    for e in holding.chain(eligible) {
+        owner
+            .entry(e.tool.tool.key.as_str())
+            .or_insert(e.namespace.as_str());
+    }
+    let mut server = BTreeMap::new();
+    for e in eligible {
+        let key = e.tool.tool.key.as_str();
+        if owner.get(key) == Some(&e.namespace.as_str()) && !server.contains_key(key) {
+            server.insert(key.to_string(), (e.id.clone(), e.namespace.clone()));
+        }
+    }
+    server
+}
