@@ -407,4 +407,44 @@ mod tests {
             p.excluded_tools
         );
     }
+
+    /// examples/k8s as the operator publishes it (the fn Tool is Python's
+    /// `string:capwords`, introspected here): every tool served, nothing left out.
+    #[test]
+    fn the_examples_k8s_document_is_served_whole() {
+        let value = json!({"format": 1, "tools": [
+            {"tool": {"key": "ops.api_status", "name": "api_status", "kind": "curl",
+                      "target": "-H \"Authorization: Bearer $API_TOKEN\" https://api.internal.example.com/status",
+                      "command": "curl -sS -H \"Authorization: Bearer $API_TOKEN\" https://api.internal.example.com/status",
+                      "groups": ["ops"], "env_passthrough": ["LANG", "LC_*"], "cache_ttl": 30,
+                      "source": "Tool mcc-system/ops.api-status"},
+             "namespace": "mcc-system", "resource": "ops.api-status",
+             "envFrom": [{"source": "configMap", "name": "ops-settings"}],
+             "envValueFrom": [{"env": "API_TOKEN", "source": "secret", "name": "ops-api", "key": "token"}]},
+            {"tool": {"key": "ops.whoami_echo", "name": "whoami_echo", "kind": "exec",
+                      "command": "echo \"called by $MCC_CTX_USER\"", "groups": ["ops"]},
+             "namespace": "mcc-system", "resource": "ops.whoami-echo"},
+            {"tool": {"key": "public.greet", "name": "greet", "kind": "exec",
+                      "command": "echo Hello, {{ name | quote }}", "groups": ["public"],
+                      "params": [{"name": "name", "type": "str", "required": true},
+                                 {"name": "times", "type": "int", "default": 1}],
+                      "limits": {"timeout": 5}},
+             "namespace": "mcc-system", "resource": "public.greet"},
+            {"tool": {"key": "reports.title_case", "name": "title_case", "kind": "fn",
+                      "path": "string:capwords", "groups": ["reports"],
+                      "description": "Capitalize each word of a text (Python's string.capwords).",
+                      "limits": {"timeout": 5}},
+             "namespace": "mcc-system", "resource": "reports.title-case", "introspect": true}
+        ], "users": [
+            {"user": {"username": "alice", "groups": ["ops", "reports"]}, "apiKeys": [record(4)]}
+        ]});
+        let p = built(value);
+        assert!(p.excluded_tools.is_empty(), "{:?}", p.excluded_tools);
+        assert_eq!(p.users.excluded_api_keys, 0);
+        assert_eq!(p.catalog.tools().len(), 4);
+        let title = p.catalog.tool("reports.title_case").unwrap();
+        let params: Vec<&str> = title.params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(params, ["s", "sep"], "introspected from the signature");
+        assert!(p.catalog.refs("ops.api_status").is_some());
+    }
 }
