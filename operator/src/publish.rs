@@ -278,7 +278,13 @@ pub async fn run(
         .map_err(|_| Error::StoreClosed)?;
     // Also waits for the Namespaces of a label-selector scope: a catalog assembled before
     // they are known would leave every tool and user out.
-    ctx.current_policy().await?;
+    let policy = ctx.current_policy().await?;
+    if let Some(watched) = &policy.watched {
+        // (A watch list is checked at startup; a selector only now.)
+        for ns in policy.trusted.iter().filter(|ns| !watched.contains(*ns)) {
+            tracing::warn!(namespace = %ns, "a trusted namespace is outside the watch scope: its UserGrants are not seen");
+        }
+    }
     publisher.load_last().await?;
     loop {
         if let Err(e) = cycle(&ctx, &mut publisher, &mut reconcile_all).await {
