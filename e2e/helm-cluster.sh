@@ -148,6 +148,9 @@ can no delete configmaps/kube-root-ca.crt -n "$NS" --as "$OP_SA"
 can yes update "leases.coordination.k8s.io/$FULL-operator" -n "$NS" --as "$OP_SA"
 can no update leases.coordination.k8s.io/someone-else -n "$NS" --as "$OP_SA"
 can no create pods -n "$NS" --as "$OP_SA"
+can yes create secrets -n "$NS" --as "$OP_SA"
+can no list secrets --all-namespaces --as "$OP_SA"
+can no get secrets -n agents --as "$OP_SA"
 can no list namespaces --as "$OP_SA"
 kubectl create namespace team-demo --dry-run=client -o yaml | kubectl apply -f -
 kubectl -n team-demo create rolebinding dev-edit --clusterrole=edit --user=dev --dry-run=client -o yaml | kubectl apply -f -

@@ -96,6 +96,8 @@ gateway.catalog.source is files | gateway.catalog.source=files
 neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces | gateway.rbac.referencedObjects.scope=namespaces
 defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
 Invalid type. Expected: boolean | networkPolicy.enabled=yes
+is not in operator.watchNamespaces | operator.watchNamespaces={team-a}
+not both | operator.watchNamespaces={mcc-system} operator.watchNamespaceSelector=a=b
 EOF
 
   step "release-scoped names"
