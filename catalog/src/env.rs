@@ -2,13 +2,109 @@
 //! env floor → `env_passthrough` → `env_file` (in Kubernetes mode: the `envFrom` sources)
 //! → `env` → `env` entries with `valueFrom` → the session context (last, so no tool can
 //! spoof the caller). Nothing here reads the process environment itself: the
-//! caller passes the gateway's environment in, which keeps the rule testable and pure.
+//! caller passes the spawning process's environment in, which keeps the rule testable
+//! and pure.
+//!
+//! The first two layers come from the environment of the process that spawns the tool
+//! (the gateway in file mode, the executor container in Kubernetes mode), so they are
+//! applied where the tool is spawned: an [`EnvSpec`] carries the floor names, the
+//! passthrough rule and the variables set over them, and [`EnvSpec::resolve`] finishes
+//! the job there. Whatever the passthrough says, the gateway's own settings
+//! ([`is_gateway_setting`]) are never inherited.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::tool::{Tool, ToolKind};
+use crate::tool::{EnvPassthrough, Tool, ToolKind};
+
+/// Variables outside the `MCC_` prefix that the gateway reads as its own settings.
+pub const GATEWAY_SETTINGS: &[&str] = &["REDIS_URL"];
+
+/// Whether `name` is one of the gateway's settings (`MCC_*`, [`GATEWAY_SETTINGS`]). A
+/// tool never inherits one, even with `env_passthrough: true` or a `*` glob: the
+/// gateway's configuration is not the tool's environment (a narrowing of seed 002's
+/// "`true` passes everything"). The context variables (`MCC_CTX`, `MCC_CTX_<NAME>`) a
+/// tool sees are set by the context layer, never inherited.
+pub fn is_gateway_setting(name: &str) -> bool {
+    name.starts_with("MCC_") || GATEWAY_SETTINGS.contains(&name)
+}
+
+/// The variables a tool takes from the spawning process's environment `parent`: the
+/// floor names and what `passthrough` admits, minus the gateway's settings.
+pub fn inherited<'a>(
+    parent: &'a [(String, String)],
+    floor: &'a [String],
+    passthrough: &'a EnvPassthrough,
+) -> impl Iterator<Item = (String, String)> + 'a {
+    parent
+        .iter()
+        .filter(move |(k, _)| {
+            !is_gateway_setting(k) && (floor.iter().any(|f| f == k) || passthrough.admits(k))
+        })
+        .cloned()
+}
+
+/// A tool process's environment as the runtime that spawns it receives it: what to
+/// inherit from the runtime's own environment, and what to set over that. Holds secret
+/// values: its `Debug` shows names only.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    /// Names of the env floor.
+    pub floor: Vec<String>,
+    /// The tool's `env_passthrough`.
+    pub passthrough: EnvPassthrough,
+    /// Set over the inherited variables: env_file / envFrom, env, valueFrom, context.
+    pub set: BTreeMap<String, String>,
+    /// fn tools: the working directory goes first on `PYTHONPATH` (the callable's module
+    /// is imported from there).
+    pub cwd_on_pythonpath: bool,
+}
+
+impl std::fmt::Debug for EnvSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvSpec")
+            .field("floor", &self.floor)
+            .field("passthrough", &self.passthrough)
+            .field("set (names only)", &self.set.keys().collect::<Vec<_>>())
+            .field("cwd_on_pythonpath", &self.cwd_on_pythonpath)
+            .finish()
+    }
+}
+
+impl EnvSpec {
+    /// The spec of `tool`'s process: `set` comes from [`build_env`] without a parent.
+    pub fn for_tool(tool: &Tool, floor: &[String], set: BTreeMap<String, String>) -> Self {
+        Self {
+            floor: floor.to_vec(),
+            // `None` (the field left out) cannot be serialized; it means `false`.
+            passthrough: match &tool.env_passthrough {
+                EnvPassthrough::None => EnvPassthrough::All(false),
+                other => other.clone(),
+            },
+            set,
+            cwd_on_pythonpath: tool.kind.is_fn(),
+        }
+    }
+
+    /// The complete environment, in the spawning process: `parent` is its environment,
+    /// `cwd` the tool's working directory there.
+    pub fn resolve(&self, parent: &[(String, String)], cwd: &Path) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> =
+            inherited(parent, &self.floor, &self.passthrough).collect();
+        env.extend(self.set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if self.cwd_on_pythonpath {
+            let pythonpath = prepend_pythonpath(
+                &cwd.display().to_string(),
+                env.get("PYTHONPATH").map(String::as_str),
+            );
+            env.insert("PYTHONPATH".into(), pythonpath);
+        }
+        env
+    }
+}
 
 /// The default env floor: "machine works" variables, no secrets.
 pub const DEFAULT_FLOOR: [&str; 10] = [
@@ -28,7 +124,8 @@ pub fn fnmatch(pattern: &str, name: &str) -> bool {
     }
 }
 
-/// Builds a tool's environment. `parent` is the gateway's environment, `floor` the
+/// Builds a tool's environment. `parent` is the spawning process's environment (empty
+/// when the runtime adds the inherited layers, see [`EnvSpec`]), `floor` the
 /// deployment's floor names, `env_file` the parsed dotenv pairs of the tool's env file
 /// (or the resolved `envFrom` sources, in order), `value_from` the resolved `valueFrom`
 /// entries of a Kubernetes `Tool`.
@@ -40,11 +137,8 @@ pub fn build_env(
     value_from: &[(String, String)],
     context: &Map<String, Value>,
 ) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = parent
-        .iter()
-        .filter(|(k, _)| floor.iter().any(|f| f == k) || tool.env_passthrough.admits(k))
-        .cloned()
-        .collect();
+    let mut env: BTreeMap<String, String> =
+        inherited(parent, floor, &tool.env_passthrough).collect();
     env.extend(env_file.iter().cloned());
     env.extend(tool.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(value_from.iter().cloned());
@@ -162,7 +256,6 @@ fn unquote_double(rest: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::EnvPassthrough;
     use serde_json::json;
 
     fn exec_tool() -> Tool {
@@ -265,6 +358,63 @@ mod tests {
         assert_eq!(names(&tool), ["PATH"]);
         tool.env_passthrough = EnvPassthrough::All(true);
         assert_eq!(names(&tool), ["GIT_DIR", "PATH", "TOKEN", "path"]);
+    }
+
+    #[test]
+    fn gateway_settings_are_never_inherited() {
+        let parent = pairs(&[
+            ("PATH", "/bin"),
+            ("MCC_AUTH__JWT__HS256_SECRET", "s"),
+            ("MCC_CTX_USER", "mallory"),
+            ("REDIS_URL", "redis://:pw@r"),
+            ("MCC_ENV_FLOOR", "PATH"),
+            ("OTHER", "o"),
+        ]);
+        let mut tool = exec_tool();
+        for passthrough in [
+            EnvPassthrough::All(true),
+            EnvPassthrough::Globs(vec!["*".into()]),
+            EnvPassthrough::Globs(vec!["MCC_*".into(), "REDIS_URL".into()]),
+        ] {
+            tool.env_passthrough = passthrough;
+            let mut floor = floor();
+            floor.push("REDIS_URL".into());
+            floor.push("MCC_AUTH__JWT__HS256_SECRET".into());
+            let env = build_env(&tool, &parent, &floor, &[], &[], &Map::new());
+            let names: Vec<&str> = env.keys().map(String::as_str).collect();
+            assert!(
+                names == ["OTHER", "PATH"] || names == ["PATH"],
+                "{:?}: {names:?}",
+                tool.env_passthrough
+            );
+        }
+    }
+
+    #[test]
+    fn env_spec_resolves_like_build_env_in_the_spawning_process() {
+        let parent = pairs(&[("PATH", "/bin"), ("PYTHONPATH", "/lib"), ("GIT_DIR", "g")]);
+        let mut tool = exec_tool();
+        tool.env_passthrough = EnvPassthrough::Globs(vec!["GIT_*".into()]);
+        tool.env = BTreeMap::from([("PATH".to_string(), "/tool/bin".to_string())]);
+        let context = Map::from_iter([("user".to_string(), Value::from("alice"))]);
+        let whole = build_env(&tool, &parent, &floor(), &[], &[], &context);
+        let set = build_env(&tool, &[], &floor(), &[], &[], &context);
+        let spec = EnvSpec::for_tool(&tool, &floor(), set);
+        assert_eq!(spec.resolve(&parent, Path::new("/w")), whole);
+        assert!(!format!("{spec:?}").contains("alice"), "Debug shows no values");
+
+        tool.kind = ToolKind::Fn {
+            path: "m:f".into(),
+            python: None,
+        };
+        let set = build_env(&tool, &[], &floor(), &[], &[], &context);
+        let env = EnvSpec::for_tool(&tool, &floor(), set).resolve(&parent, Path::new("/w"));
+        assert_eq!(env["PYTHONPATH"], "/w", "PYTHONPATH is not in the floor");
+        let mut floor = floor();
+        floor.push("PYTHONPATH".into());
+        let set = build_env(&tool, &[], &floor, &[], &[], &context);
+        let env = EnvSpec::for_tool(&tool, &floor, set).resolve(&parent, Path::new("/w"));
+        assert_eq!(env["PYTHONPATH"], "/w:/lib");
     }
 
     #[test]

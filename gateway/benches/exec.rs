@@ -34,9 +34,11 @@ fn engine() -> Engine {
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        parent_env: std::env::vars().collect(),
+        runtime: std::sync::Arc::new(mcc_executor::InProcess::from_environment()),
         max_output_bytes: 5_000_000,
         debug: false,
+        default_timeout: None,
+        max_timeout: None,
     })
 }
 

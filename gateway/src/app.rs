@@ -189,10 +189,12 @@ fn build_parts(
         SessionBackend::Memory => None,
     };
     let engine = Engine::new(EngineSettings {
+        runtime: settings.execution.build(settings.catalog.source),
         env_floor: settings.env_floor.clone(),
-        parent_env: std::env::vars().collect(),
         max_output_bytes: settings.server.response_max_size,
         debug: settings.debug,
+        default_timeout: settings.execution.default_timeout(),
+        max_timeout: settings.execution.max_timeout(),
     });
     // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
     let engine = match sessions.redis_connection() {

@@ -1,5 +1,5 @@
 //! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
-//! malformed-body guard ([`crate::jsonrpc_guard`]), `/healthz`, `/readyz` (catalog and session store, JSON detail) and `/metrics`, with
+//! malformed-body guard ([`crate::jsonrpc_guard`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
 //! request tracing and request metrics as tower layers.
 
 use std::sync::Arc;
@@ -100,15 +100,24 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready when a catalog is loaded and the session store answers. The detail names the
-/// file and error of a failed reload (the last good catalog is still served).
+/// Ready when this replica can serve: a catalog is loaded and its runtime (the executor,
+/// in Kubernetes mode) answers. The session store's state is reported but does not count:
+/// a shared Redis's blip would otherwise empty the Service of every replica at once,
+/// and calls that need no session still work meanwhile.
 async fn readyz(State(state): State<HttpState>) -> Response {
     let catalog = state.shared.catalog.status();
-    let store = state.shared.sessions.ping().await;
-    let ready = catalog.generation > 0 && store.is_ok();
+    let (store, runtime) = tokio::join!(
+        state.shared.sessions.ping(),
+        state.shared.engine.check_runtime()
+    );
+    let ready = catalog.generation > 0 && runtime.is_ok();
     let body = json!({
         "ready": ready,
         "catalog": catalog,
+        "runtime": {
+            "ok": runtime.is_ok(),
+            "error": runtime.err(),
+        },
         "session_store": {
             "backend": match state.shared.sessions {
                 crate::session::SessionStore::Memory(_) => "memory",

@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod execution;
 mod overrides;
+
+pub use execution::{ExecutionSettings, RuntimeKind};
 
 pub use crate::auth::AuthSettings;
 pub use crate::session::{SessionBackend, SessionSettings};
@@ -35,8 +38,11 @@ pub struct Settings {
     /// The users YAML file (`users:` list) of file mode; `null` means no catalog users.
     pub users_file: Option<PathBuf>,
     pub session: SessionSettings,
-    /// Names of the gateway's environment every tool inherits.
+    /// Names of the spawning environment every tool inherits (the gateway's in file
+    /// mode, the executor container's in Kubernetes mode).
     pub env_floor: Vec<String>,
+    /// Where tool processes run, and their default and maximum timeout.
+    pub execution: ExecutionSettings,
     /// Tool search (see `docs/search.md`).
     pub search: crate::search::SearchConfig,
     /// Keep full Python tracebacks in fn tool errors.
@@ -110,6 +116,7 @@ impl Default for Settings {
             session: SessionSettings::default(),
             search: crate::search::SearchConfig::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
+            execution: ExecutionSettings::default(),
             debug: false,
             reload_interval_ms: 1000,
         }
@@ -290,6 +297,7 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
         return Err(("reload_interval_ms", "must be greater than 0".into()));
     }
     validate_catalog(s)?;
+    s.execution.validate(s.catalog.source)?;
     if s.catalog.source == CatalogSource::Files && s.tools.is_empty() {
         return Err((
             "tools",

@@ -186,6 +186,26 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Scalar,
     ),
     ("MCC_ENV_FLOOR", &["env_floor"], EnvKind::List),
+    (
+        "MCC_EXECUTION__RUNTIME",
+        &["execution", "runtime"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_EXECUTION__EXECUTOR_SOCKET",
+        &["execution", "executor_socket"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_EXECUTION__DEFAULT_TIMEOUT_SECS",
+        &["execution", "default_timeout_secs"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_EXECUTION__MAX_TIMEOUT_SECS",
+        &["execution", "max_timeout_secs"],
+        EnvKind::Number,
+    ),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
     (
         "MCC_RELOAD_INTERVAL_MS",
@@ -273,4 +293,18 @@ fn apply_redis_url(tree: &mut Value, redis_url: Option<String>, used: &mut Vec<&
         set_path(tree, &["session", "backend"], Value::from("redis"));
     }
     used.push("REDIS_URL");
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every variable the gateway reads as a setting is one the env rule keeps from tools
+    /// (`mcc_catalog::env::is_gateway_setting`): a new non-`MCC_` name must be added there.
+    #[test]
+    fn every_setting_variable_is_kept_from_tools() {
+        for (name, _, _) in super::ENV_OVERRIDES {
+            assert!(mcc_catalog::env::is_gateway_setting(name), "{name}");
+        }
+        assert!(mcc_catalog::env::is_gateway_setting("REDIS_URL"));
+        assert!(mcc_catalog::env::is_gateway_setting("MCC_SETTINGS_FILE"));
+    }
 }

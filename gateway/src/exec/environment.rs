@@ -1,16 +1,16 @@
 //! The environment and working directory of a tool process. The layering rule itself
 //! (floor → passthrough → env_file / envFrom → env → valueFrom → context) lives in
 //! [`mcc_catalog::env`]; this module reads the tool's env_file, takes the values an
-//! [`EnvResolver`] fetched for a Kubernetes `Tool`'s references, checks its cwd, and adds
-//! `PYTHONPATH` for fn tools.
+//! [`EnvResolver`] fetched for a Kubernetes `Tool`'s references, and hands the runtime an
+//! [`EnvSpec`]: the runtime adds the floor and passthrough from its own environment (and
+//! `PYTHONPATH` for fn tools), so they never come from the gateway's in Kubernetes mode.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Map, Value};
 
 use mcc_catalog::Tool;
-use mcc_catalog::env::{build_env, parse_dotenv, prepend_pythonpath};
+use mcc_catalog::env::{EnvSpec, build_env, parse_dotenv};
 
 use super::{EngineSettings, ExecError};
 use crate::catalog::ToolRefs;
@@ -44,15 +44,18 @@ pub trait EnvResolver: Send + Sync {
     async fn resolve(&self, refs: &ToolRefs) -> Result<ReferencedEnv, String>;
 }
 
-/// Where and with what a tool process runs.
+/// Where and with what a tool process runs, as the runtime receives it.
 #[derive(Debug)]
 pub struct ProcessEnv {
-    pub vars: BTreeMap<String, String>,
-    /// `None`: the gateway's working directory (exec and curl tools without `cwd`).
+    /// What the runtime inherits from its own environment and sets over it.
+    pub spec: EnvSpec,
+    /// The tool's `cwd`; `None`: the runtime's working directory (checked there: it is the
+    /// runtime's filesystem that counts).
     pub cwd: Option<PathBuf>,
 }
 
-/// Builds the environment a tool runs with, `context` applied last.
+/// Builds the environment a tool runs with, `context` applied last. The floor and
+/// passthrough layers are left to the runtime (see [`EnvSpec`]).
 pub fn for_tool(
     tool: &Tool,
     settings: &EngineSettings,
@@ -61,32 +64,18 @@ pub fn for_tool(
 ) -> Result<ProcessEnv, ExecError> {
     let mut file_vars = read_env_file(tool)?;
     file_vars.extend(referenced.env_from.iter().cloned());
-    let mut vars = build_env(
+    let set = build_env(
         tool,
-        &settings.parent_env,
+        &[],
         &settings.env_floor,
         &file_vars,
         &referenced.value_from,
         context,
     );
-    let cwd = working_dir(tool)?;
-    if tool.kind.is_fn() {
-        // The callable's module is imported from the tool's cwd (the gateway's when unset).
-        let dir = match &cwd {
-            Some(dir) => dir.clone(),
-            None => gateway_dir(tool)?,
-        };
-        let pythonpath = prepend_pythonpath(
-            &dir.display().to_string(),
-            vars.get("PYTHONPATH").map(String::as_str),
-        );
-        vars.insert("PYTHONPATH".into(), pythonpath);
-        return Ok(ProcessEnv {
-            vars,
-            cwd: Some(dir),
-        });
-    }
-    Ok(ProcessEnv { vars, cwd })
+    Ok(ProcessEnv {
+        spec: EnvSpec::for_tool(tool, &settings.env_floor, set),
+        cwd: tool.cwd.clone(),
+    })
 }
 
 /// The tool's dotenv pairs, read on every call so a rotated secret file takes effect.
@@ -101,32 +90,4 @@ fn read_env_file(tool: &Tool) -> Result<Vec<(String, String)>, ExecError> {
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     parse_dotenv(&text).map_err(|e| err(e.to_string()))
-}
-
-/// The tool's `cwd`, made absolute, after checking it is a directory.
-fn working_dir(tool: &Tool) -> Result<Option<PathBuf>, ExecError> {
-    let Some(cwd) = &tool.cwd else {
-        return Ok(None);
-    };
-    if !cwd.is_dir() {
-        return Err(ExecError::Cwd {
-            tool: tool.key.clone(),
-            path: cwd.clone(),
-        });
-    }
-    Ok(Some(absolute(cwd, tool)?))
-}
-
-fn absolute(path: &Path, tool: &Tool) -> Result<PathBuf, ExecError> {
-    if path.is_absolute() {
-        return Ok(path.to_path_buf());
-    }
-    Ok(gateway_dir(tool)?.join(path))
-}
-
-fn gateway_dir(tool: &Tool) -> Result<PathBuf, ExecError> {
-    std::env::current_dir().map_err(|e| ExecError::Cwd {
-        tool: tool.key.clone(),
-        path: PathBuf::from(format!("(the gateway's working directory: {e})")),
-    })
 }

@@ -1,4 +1,6 @@
-//! The execution engine: runs exec, fn and curl tools as local subprocesses.
+//! The execution engine: runs exec, fn and curl tools as local processes, through the
+//! deployment's [`Runtime`] (in-process in file mode, the executor container's socket in
+//! Kubernetes mode): one engine, the spawn is the only step that differs.
 //!
 //! [`Engine::execute`] takes a [`Call`]: the tool, its validated params (see
 //! [`mcc_catalog::params::validate`]), the assembled context (see
@@ -7,8 +9,8 @@
 //! tool left behind (for write-back) and whether it came from the cache.
 //!
 //! One module per step: [`params`] (guard) → [`cache`] (lookup) → [`environment`] →
-//! [`command`] / [`python`] → [`process`] (with [`limits`]) → [`result`] →
-//! [`transform`] → [`cache`] (store) → [`audit`].
+//! [`command`] / [`python`] → the runtime ([`mcc_executor`]: process, rlimits) →
+//! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store) → [`audit`].
 
 pub mod audit;
 pub mod cache;
@@ -16,7 +18,6 @@ pub mod command;
 pub mod environment;
 pub mod limits;
 pub mod params;
-pub mod process;
 pub mod python;
 pub mod result;
 pub mod transform;
@@ -29,6 +30,8 @@ use serde_json::{Map, Value};
 
 use mcc_catalog::introspect::runner_args;
 use mcc_catalog::{Tool, ToolKind};
+pub use mcc_executor::process;
+use mcc_executor::{Request, RunError, Runtime};
 
 pub use cache::{CacheError, ResultCache};
 pub use command::Part;
@@ -38,32 +41,24 @@ pub use result::TRUNCATION_MARKER;
 use command::{SHELL, shell_args};
 use environment::ProcessEnv;
 use limits::Rlimits;
-use process::{Finished, Spec};
+use process::Finished;
 
-/// Deployment-wide settings of the engine. Its `Debug` output names the parent
-/// environment's variables but never their values.
-#[derive(Clone)]
+/// Deployment-wide settings of the engine.
+#[derive(Debug, Clone)]
 pub struct EngineSettings {
+    /// Where tool processes run (and whose environment the floor and passthrough draw
+    /// from): [`mcc_executor::InProcess`] or [`mcc_executor::ExecutorClient`].
+    pub runtime: Arc<dyn Runtime>,
     /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
     pub env_floor: Vec<String>,
-    /// The gateway's own environment, the source of the floor and passthrough.
-    pub parent_env: Vec<(String, String)>,
     /// Results longer than this are cut, ending with `[Response truncated due to size limit]`.
     pub max_output_bytes: usize,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
-}
-
-impl std::fmt::Debug for EngineSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let names: Vec<&str> = self.parent_env.iter().map(|(k, _)| k.as_str()).collect();
-        f.debug_struct("EngineSettings")
-            .field("env_floor", &self.env_floor)
-            .field("parent_env (names only)", &names)
-            .field("max_output_bytes", &self.max_output_bytes)
-            .field("debug", &self.debug)
-            .finish()
-    }
+    /// The timeout of a tool that declares none.
+    pub default_timeout: Option<Duration>,
+    /// No tool runs longer than this, whatever it declares.
+    pub max_timeout: Option<Duration>,
 }
 
 /// One execution request.
@@ -153,12 +148,15 @@ pub enum ExecError {
     NoInterpreter { tool: String, python: String },
     #[error("tool '{tool}': {source}")]
     Limits { tool: String, source: LimitError },
-    #[error("tool '{tool}': cannot start {program}: {source}")]
+    #[error("tool '{tool}': cannot start {program}: {reason}")]
     Spawn {
         tool: String,
-        program: PathBuf,
-        source: std::io::Error,
+        program: String,
+        reason: String,
     },
+    /// The runtime itself failed (e.g. the executor is unreachable or restarted mid-call).
+    #[error("tool '{tool}': {source}")]
+    Runtime { tool: String, source: RunError },
     #[error("tool '{tool}': the fn runner's output is not a JSON [result, context] pair: {reason}")]
     RunnerOutput { tool: String, reason: String },
     #[error("tool '{tool}': environment from Kubernetes: {reason}")]
@@ -189,7 +187,7 @@ impl std::fmt::Debug for Resolver {
 }
 
 /// What is settled before a process starts: limits, the rendered transform, the
-/// environment.
+/// environment (what the runtime inherits and sets).
 struct Prepared {
     rlimits: Rlimits,
     timeout: Option<Duration>,
@@ -234,6 +232,11 @@ impl Engine {
 
     pub fn settings(&self) -> &EngineSettings {
         &self.settings
+    }
+
+    /// `Err(reason)` when the runtime cannot run tools now (the executor is unreachable).
+    pub async fn check_runtime(&self) -> Result<(), String> {
+        self.settings.runtime.check().await
     }
 
     /// Runs one call to completion. Dropping the future kills the tool's process group.
@@ -379,7 +382,7 @@ impl Engine {
         };
         Ok(Prepared {
             rlimits: Rlimits::from_limits(&tool.limits).map_err(limit_err)?,
-            timeout: limits::timeout(&tool.limits).map_err(limit_err)?,
+            timeout: self.timeout(tool).map_err(limit_err)?,
             transform_line,
             env: environment::for_tool(tool, &self.settings, referenced, &call.context)?,
         })
@@ -398,11 +401,10 @@ impl Engine {
         let stdin = tool
             .stdin
             .then(|| mcc_catalog::pyfmt::json_dumps(&Value::Object(call.params.clone())));
-        let args = shell_args(&line);
-        let spec = self.spec(SHELL.as_ref(), &args, prepared, stdin.as_deref());
-        let finished = spawn(tool, &spec).await?;
+        let request = self.request(SHELL, &shell_args(&line), prepared, stdin);
+        let finished = self.spawn(tool, &request).await?;
         let max = self.settings.max_output_bytes;
-        let outcome = result::shell_outcome(&finished, &tool.limits, max);
+        let outcome = result::shell_outcome(&finished, &tool.limits, prepared.timeout, max);
         Ok((finished, outcome, None))
     }
 
@@ -415,13 +417,23 @@ impl Engine {
         prepared: &Prepared,
     ) -> Result<ProcessResult, ExecError> {
         let tool = call.tool;
-        let program = python::interpreter(tool, python, &prepared.env.vars)?;
+        let program = python.unwrap_or(mcc_catalog::introspect::DEFAULT_PYTHON);
         let args = runner_args("exec", [path]);
         let stdin = Value::Object(call.params.clone()).to_string();
-        let spec = self.spec(&program, &args, prepared, Some(&stdin));
-        let finished = spawn(tool, &spec).await?;
+        let request = self.request(program, &args, prepared, Some(stdin));
+        let finished = self.spawn(tool, &request).await.map_err(|e| match e {
+            ExecError::Runtime {
+                tool,
+                source: RunError::NotFound { program },
+            } => ExecError::NoInterpreter {
+                tool,
+                python: program,
+            },
+            e => e,
+        })?;
         let max = self.settings.max_output_bytes;
-        let (outcome, write_back) = python::outcome(&finished, tool, max, self.settings.debug)?;
+        let (outcome, write_back) =
+            python::outcome(&finished, tool, prepared.timeout, max, self.settings.debug)?;
         Ok((finished, outcome, write_back))
     }
 
@@ -437,17 +449,20 @@ impl Engine {
         };
         let max = self.settings.max_output_bytes;
         let input = transform::input(tool, value);
-        let done = transform::run(
-            tool,
-            line,
-            &input,
-            &prepared.env,
-            prepared.rlimits,
-            prepared.timeout,
-            max,
-        )
-        .await?;
-        Ok(result::shell_outcome(&done, &tool.limits, max))
+        let request = self.request(SHELL, &shell_args(line), prepared, Some(input));
+        let done = self.spawn(tool, &request).await?;
+        Ok(result::shell_outcome(&done, &tool.limits, prepared.timeout, max))
+    }
+
+    /// The tool's timeout, else the deployment's default, never above its maximum.
+    fn timeout(&self, tool: &Tool) -> Result<Option<Duration>, LimitError> {
+        let declared = limits::timeout(&tool.limits)?;
+        let timeout = declared.or(self.settings.default_timeout);
+        Ok(match (timeout, self.settings.max_timeout) {
+            (Some(t), Some(max)) => Some(t.min(max)),
+            (None, max) => max,
+            (t, None) => t,
+        })
     }
 
     fn render(
@@ -460,30 +475,39 @@ impl Engine {
         command::render(&self.templates, tool, part, source, params)
     }
 
-    fn spec<'a>(
+    fn request(
         &self,
-        program: &'a std::path::Path,
-        args: &'a [&'a str],
-        prepared: &'a Prepared,
-        stdin: Option<&'a str>,
-    ) -> Spec<'a> {
-        Spec {
-            program,
-            args,
-            env: &prepared.env.vars,
-            cwd: prepared.env.cwd.as_deref(),
-            stdin: stdin.map(str::as_bytes),
+        program: &str,
+        args: &[&str],
+        prepared: &Prepared,
+        stdin: Option<String>,
+    ) -> Request {
+        Request {
+            program: program.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: prepared.env.spec.clone(),
+            cwd: prepared.env.cwd.clone(),
+            stdin: stdin.map(String::into_bytes),
             rlimits: prepared.rlimits,
             timeout: prepared.timeout,
             max_output: self.settings.max_output_bytes,
         }
     }
-}
 
-async fn spawn(tool: &Tool, spec: &Spec<'_>) -> Result<Finished, ExecError> {
-    process::run(spec).await.map_err(|source| ExecError::Spawn {
-        tool: tool.key.clone(),
-        program: spec.program.to_path_buf(),
-        source,
-    })
+    async fn spawn(&self, tool: &Tool, request: &Request) -> Result<Finished, ExecError> {
+        let tool = tool.key.clone();
+        self.settings
+            .runtime
+            .run(request)
+            .await
+            .map_err(|source| match source {
+                RunError::Cwd { path } => ExecError::Cwd { tool, path },
+                RunError::Spawn { program, reason } => ExecError::Spawn {
+                    tool,
+                    program,
+                    reason,
+                },
+                source => ExecError::Runtime { tool, source },
+            })
+    }
 }

@@ -6,13 +6,9 @@
 //! (anything the callable prints goes to stderr); on failure Python's traceback is on
 //! stderr and is reduced to its last line unless the engine runs with `debug`.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use serde_json::{Map, Value};
 
 use mcc_catalog::Tool;
-use mcc_catalog::introspect::{DEFAULT_PYTHON, find_python};
 
 use super::process::{Captured, Ending, Finished};
 use super::result::{failure, text};
@@ -20,23 +16,11 @@ use super::{ExecError, Outcome};
 
 const TRACEBACK_HEADER: &str = "Traceback (most recent call last):";
 
-/// Finds the tool's interpreter on the `PATH` the tool itself runs with.
-pub fn interpreter(
-    tool: &Tool,
-    python: Option<&str>,
-    env: &BTreeMap<String, String>,
-) -> Result<PathBuf, ExecError> {
-    let name = python.unwrap_or(DEFAULT_PYTHON);
-    find_python(name, env.get("PATH").map(String::as_str)).ok_or_else(|| ExecError::NoInterpreter {
-        tool: tool.key.clone(),
-        python: name.to_string(),
-    })
-}
-
 /// The outcome of an fn tool and the context it left behind (when it takes one).
 pub fn outcome(
     finished: &Finished,
     tool: &Tool,
+    timeout: Option<std::time::Duration>,
     max: usize,
     debug: bool,
 ) -> Result<(Outcome, Option<Map<String, Value>>), ExecError> {
@@ -46,7 +30,7 @@ pub fn outcome(
         } else {
             error_line(&finished.stderr, max)
         };
-        return Ok((failure(finished, &tool.limits, max, stderr), None));
+        return Ok((failure(finished, &tool.limits, timeout, max, stderr), None));
     }
     if finished.stdout.truncated() {
         // A cut envelope cannot be parsed: the client gets the cut text, no write-back.

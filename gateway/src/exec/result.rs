@@ -3,6 +3,8 @@
 //! `-1` with `timeout after Ns` for a timeout), the limit-hit line before stderr, and the
 //! truncation marker on output cut at the configured size.
 
+use std::time::Duration;
+
 use mcc_catalog::Limits;
 
 use super::Outcome;
@@ -57,20 +59,32 @@ pub fn exit_code(ending: Ending) -> i32 {
 }
 
 /// The outcome of an exec or curl tool (and of a transform): stdout on success.
-pub fn shell_outcome(finished: &Finished, limits: &Limits, max: usize) -> Outcome {
+/// `timeout` is the one the process ran with (declared or the deployment's default).
+pub fn shell_outcome(
+    finished: &Finished,
+    limits: &Limits,
+    timeout: Option<Duration>,
+    max: usize,
+) -> Outcome {
     match finished.ending {
         Ending::Exited(0) => Outcome::Success(text(&finished.stdout, max).into()),
-        _ => failure(finished, limits, max, text(&finished.stderr, max)),
+        _ => failure(finished, limits, timeout, max, text(&finished.stderr, max)),
     }
 }
 
 /// The failure triple, with `stderr` as the caller prepared it (fn tools shorten it).
-pub fn failure(finished: &Finished, limits: &Limits, max: usize, stderr: String) -> Outcome {
+pub fn failure(
+    finished: &Finished,
+    limits: &Limits,
+    timeout: Option<Duration>,
+    max: usize,
+    stderr: String,
+) -> Outcome {
     match finished.ending {
         Ending::TimedOut => Outcome::Failure {
             code: -1,
             stdout: String::new(),
-            stderr: timeout_message(limits),
+            stderr: timeout_message(timeout),
         },
         Ending::Signaled(sig) if !limits.is_empty() => Outcome::Failure {
             code: -sig,

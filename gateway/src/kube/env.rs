@@ -272,9 +272,14 @@ mod tests {
         use crate::exec::{Call, Engine, EngineSettings, Outcome};
         let settings = || EngineSettings {
             env_floor: vec!["PATH".into()],
-            parent_env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
+            runtime: std::sync::Arc::new(mcc_executor::InProcess::new(vec![(
+                "PATH".into(),
+                std::env::var("PATH").unwrap_or_default(),
+            )])),
             max_output_bytes: 10_000,
             debug: false,
+            default_timeout: None,
+            max_timeout: None,
         };
         let tool: mcc_catalog::Tool = serde_json::from_value(json!({
             "key": "status", "name": "status", "kind": "exec",

@@ -36,9 +36,11 @@ pub fn settings(parent: Vec<(String, String)>) -> EngineSettings {
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        parent_env: parent,
+        runtime: std::sync::Arc::new(mcc_executor::InProcess::new(parent)),
         max_output_bytes: MAX_OUTPUT,
         debug: false,
+        default_timeout: None,
+        max_timeout: None,
     }
 }
 

@@ -4,7 +4,8 @@
 //! blocks), and the whole group killed with SIGKILL on timeout, on cancellation and when
 //! the main process exits (so background children cannot outlive the call).
 //!
-//! It knows nothing about tool kinds or result shapes: see [`super::result`].
+//! It knows nothing about tool kinds or result shapes (the gateway's business), nor
+//! where the program, environment and working directory come from ([`crate::runtime`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use super::limits::Rlimits;
+use crate::limits::Rlimits;
 
 /// How long the pipes may stay open after the main process is gone (and its group has
 /// been killed): only a process that left the group (`setsid`) can hold them that long.
@@ -30,10 +31,10 @@ pub const TAIL: usize = 4096;
 
 /// What to run.
 pub struct Spec<'a> {
-    /// An absolute path: a bare name would be looked up in the gateway's `PATH`.
+    /// An absolute path: a bare name would be looked up in this process's `PATH`.
     pub program: &'a Path,
     pub args: &'a [&'a str],
-    /// The complete environment; nothing of the gateway's is inherited.
+    /// The complete environment; nothing of this process's is inherited.
     pub env: &'a BTreeMap<String, String>,
     pub cwd: Option<&'a Path>,
     /// Bytes written to stdin (then closed); `None` connects stdin to `/dev/null`.
@@ -45,7 +46,7 @@ pub struct Spec<'a> {
 }
 
 /// How the main process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Ending {
     Exited(i32),
     /// Killed by this signal number.

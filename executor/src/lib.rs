@@ -1,0 +1,26 @@
+//! Running tool processes, and the boundary that keeps them away from the gateway.
+//!
+//! - [`process`]: one process to its end — own process group, explicit environment,
+//!   rlimits ([`limits`]), stdin fed concurrently, bounded stdout/stderr, the whole group
+//!   killed on timeout, cancellation and exit.
+//! - [`runtime`]: the [`Runtime`] trait the gateway's engine runs every tool through,
+//!   and [`InProcess`], which spawns in the calling process with that process's
+//!   environment as the source of the env floor and passthrough.
+//! - [`client`] and [`server`]: the same trait across a Unix socket. The `mcc-executor`
+//!   binary serves [`InProcess`] from its own container (no ServiceAccount token, none of
+//!   the gateway's environment, no view of its processes); [`ExecutorClient`] is the
+//!   gateway's side. [`wire`] is the framing both speak.
+//!
+//! What a tool is, how its command is rendered and what its output means belong to the
+//! gateway; this crate only runs a prepared [`Request`].
+
+pub mod client;
+pub mod limits;
+pub mod process;
+pub mod runtime;
+pub mod server;
+pub mod wire;
+
+pub use client::ExecutorClient;
+pub use process::{Captured, Ending, Finished};
+pub use runtime::{InProcess, Request, RunError, Runtime};

@@ -1,0 +1,102 @@
+//! `mcc-executor`: wiring only. `serve` runs tools for the gateway of its pod over a Unix
+//! socket; `probe` asks a running executor whether it answers (an exec probe).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use mcc_executor::runtime::Runtime as _;
+use mcc_executor::{ExecutorClient, InProcess, server};
+
+#[derive(Parser)]
+#[command(
+    name = "mcc-executor",
+    version,
+    about = "Runs MCC tool processes for the gateway, away from its credentials"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Listen on the socket and run each call the gateway sends. The env floor and
+    /// passthrough of every tool draw from this process's environment.
+    Serve {
+        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = "/run/mcc/executor.sock")]
+        socket: PathBuf,
+        /// Calls run at once; more wait.
+        #[arg(long, env = "MCC_EXECUTOR_MAX_CALLS", default_value_t = 256)]
+        max_calls: usize,
+    },
+    /// Exit 0 when an executor answers on the socket.
+    Probe {
+        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = "/run/mcc/executor.sock")]
+        socket: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcc-executor: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcc-executor: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve { socket, max_calls } => {
+            // Tools run as this user: keep them from attaching to this process or reading
+            // its memory and environment through /proc.
+            // SAFETY: prctl(PR_SET_DUMPABLE) takes plain integers and touches no memory.
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+            let listener = server::bind(&socket)
+                .with_context(|| format!("cannot listen on {}", socket.display()))?;
+            tracing::info!(socket = %socket.display(), "executor listening");
+            let serving = server::serve(listener, InProcess::from_environment(), max_calls);
+            tokio::select! {
+                () = serving => Ok(()),
+                () = shutdown() => {
+                    tracing::info!("executor stopping");
+                    let _ = std::fs::remove_file(&socket);
+                    Ok(())
+                }
+            }
+        }
+        Command::Probe { socket } => ExecutorClient::direct(socket)
+            .check()
+            .await
+            .map_err(anyhow::Error::msg),
+    }
+}
+
+async fn shutdown() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,163 @@
+//! The one way the gateway runs a tool process: a [`Request`] in, a [`Finished`] process
+//! (or a [`RunError`]) out, through a [`Runtime`]. Two implementations: [`InProcess`]
+//! (spawns here) and [`crate::ExecutorClient`] (asks the executor container over its
+//! socket, which serves an [`InProcess`] of its own).
+//!
+//! Everything that depends on where the process runs is settled by the runtime, not by
+//! the caller: the inherited env layers (floor and passthrough, from the runtime's own
+//! environment), the working directory, and the program's path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use mcc_catalog::env::EnvSpec;
+use mcc_catalog::introspect::find_python;
+
+use crate::limits::Rlimits;
+use crate::process::{self, Finished, Spec};
+
+/// One process to run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// An absolute path, or a bare name looked up on the tool's own `PATH` (the
+    /// resolved environment's, e.g. the tool's `python`).
+    pub program: String,
+    pub args: Vec<String>,
+    pub env: EnvSpec,
+    /// The tool's working directory (relative: to the runtime's); `None`: the runtime's.
+    pub cwd: Option<PathBuf>,
+    /// Written to stdin, then closed; `None` connects stdin to `/dev/null`.
+    #[serde(skip)]
+    pub stdin: Option<Vec<u8>>,
+    pub rlimits: Rlimits,
+    /// Wall-clock limit; the whole process group is killed when it passes.
+    pub timeout: Option<Duration>,
+    /// Each of stdout and stderr keeps at most this many bytes.
+    pub max_output: usize,
+}
+
+/// Why a process did not run to an end. Serializable: the executor sends it back as is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum RunError {
+    #[error("{program} not found on the tool's PATH")]
+    NotFound { program: String },
+    #[error("cwd {path} is not a directory")]
+    Cwd { path: PathBuf },
+    #[error("cannot start {program}: {reason}")]
+    Spawn { program: String, reason: String },
+    /// The executor could not be reached or broke off the call.
+    #[error("executor at {socket}: {reason}")]
+    Executor { socket: String, reason: String },
+}
+
+/// Runs tool processes. Dropping a `run` future kills the process group it started.
+#[async_trait::async_trait]
+pub trait Runtime: Send + Sync + std::fmt::Debug {
+    async fn run(&self, request: &Request) -> Result<Finished, RunError>;
+
+    /// `Err(reason)` when this runtime cannot run tools now (readiness).
+    async fn check(&self) -> Result<(), String>;
+}
+
+/// Spawns in this process. `parent` is the environment the env floor and passthrough
+/// draw from: the gateway's own in file mode, the executor container's behind the socket.
+/// Its `Debug` shows the variable names only.
+#[derive(Clone)]
+pub struct InProcess {
+    parent: Arc<[(String, String)]>,
+}
+
+impl std::fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.parent.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("InProcess")
+            .field("parent_env (names only)", &names)
+            .finish()
+    }
+}
+
+impl InProcess {
+    pub fn new(parent_env: Vec<(String, String)>) -> Self {
+        Self {
+            parent: parent_env.into(),
+        }
+    }
+
+    /// With this process's environment (read once, here: never after startup).
+    pub fn from_environment() -> Self {
+        Self::new(std::env::vars().collect())
+    }
+
+    /// The complete environment and working directory `request` would run with here.
+    pub fn resolve(
+        &self,
+        request: &Request,
+    ) -> Result<(BTreeMap<String, String>, Option<PathBuf>), RunError> {
+        let cwd = match &request.cwd {
+            Some(dir) => Some(checked_dir(dir)?),
+            None => None,
+        };
+        let here = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let env = request
+            .env
+            .resolve(&self.parent, cwd.clone().unwrap_or_else(here).as_path());
+        // An fn tool imports its module from its working directory: make it explicit.
+        let cwd = match cwd {
+            None if request.env.cwd_on_pythonpath => Some(here()),
+            cwd => cwd,
+        };
+        Ok((env, cwd))
+    }
+}
+
+#[async_trait::async_trait]
+impl Runtime for InProcess {
+    async fn run(&self, request: &Request) -> Result<Finished, RunError> {
+        let (env, cwd) = self.resolve(request)?;
+        let program = find_python(&request.program, env.get("PATH").map(String::as_str))
+            .ok_or_else(|| RunError::NotFound {
+                program: request.program.clone(),
+            })?;
+        let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
+        let spec = Spec {
+            program: &program,
+            args: &args,
+            env: &env,
+            cwd: cwd.as_deref(),
+            stdin: request.stdin.as_deref(),
+            rlimits: request.rlimits,
+            timeout: request.timeout,
+            max_output: request.max_output,
+        };
+        process::run(&spec).await.map_err(|e| RunError::Spawn {
+            program: program.display().to_string(),
+            reason: e.to_string(),
+        })
+    }
+
+    async fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// `dir` made absolute against this process's working directory, if it is a directory.
+fn checked_dir(dir: &Path) -> Result<PathBuf, RunError> {
+    let absolute = match dir.is_absolute() {
+        true => dir.to_path_buf(),
+        false => std::env::current_dir()
+            .map(|here| here.join(dir))
+            .map_err(|_| RunError::Cwd {
+                path: dir.to_path_buf(),
+            })?,
+    };
+    match absolute.is_dir() {
+        true => Ok(absolute),
+        false => Err(RunError::Cwd {
+            path: dir.to_path_buf(),
+        }),
+    }
+}

@@ -1,0 +1,178 @@
+//! The executor socket's framing. One connection carries one call:
+//!
+//! ```text
+//! gateway → executor   frame(JSON Message)  frame(stdin bytes | none)
+//! executor → gateway   frame(JSON Reply)    [stdout, stdout tail, stderr, stderr tail]
+//! ```
+//!
+//! A frame is a big-endian `u32` length and that many bytes (`u32::MAX`: no frame, for
+//! a missing stdin). The four output frames follow a `Finished` reply only. Closing the
+//! connection before the reply cancels the call: the executor kills the process group.
+//! Every length is bounded before anything is allocated.
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::process::{Captured, Ending, Finished, TAIL};
+use crate::runtime::{Request, RunError};
+
+/// Largest JSON header (the environment, with the session context, is its bulk).
+pub const MAX_HEADER: usize = 8 * 1024 * 1024;
+/// Largest stdin (the params, bounded by the gateway's request body limit).
+pub const MAX_STDIN: usize = 64 * 1024 * 1024;
+const NO_FRAME: u32 = u32::MAX;
+
+/// What the gateway asks.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Message {
+    Run(Request),
+    /// Readiness and the `probe` command: answered with [`Reply::Pong`].
+    Ping,
+}
+
+/// What the executor answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Finished {
+        ending: Ending,
+        stdout_total: u64,
+        stderr_total: u64,
+    },
+    Failed(RunError),
+    Pong,
+}
+
+fn frame(buf: &mut Vec<u8>, bytes: Option<&[u8]>) {
+    match bytes {
+        Some(b) => {
+            buf.extend_from_slice(&(b.len() as u32).to_be_bytes());
+            buf.extend_from_slice(b);
+        }
+        None => buf.extend_from_slice(&NO_FRAME.to_be_bytes()),
+    }
+}
+
+async fn read_frame(r: &mut (impl AsyncRead + Unpin), max: usize) -> std::io::Result<Option<Vec<u8>>> {
+    let len = r.read_u32().await?;
+    if len == NO_FRAME {
+        return Ok(None);
+    }
+    let len = len as usize;
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes exceeds the limit of {max}"),
+        ));
+    }
+    let mut bytes = vec![0; len];
+    r.read_exact(&mut bytes).await?;
+    Ok(Some(bytes))
+}
+
+async fn read_json<T: for<'de> Deserialize<'de>>(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<T> {
+    let bytes = read_frame(r, MAX_HEADER).await?.ok_or_else(|| invalid("missing header"))?;
+    serde_json::from_slice(&bytes).map_err(|e| invalid(&format!("bad header: {e}")))
+}
+
+fn invalid(what: &str) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
+}
+
+/// [`Message`] by reference, so a run is serialized without copying the request.
+#[derive(Serialize)]
+enum MessageRef<'a> {
+    Run(&'a Request),
+    Ping,
+}
+
+/// Sends a run and its stdin in one write.
+pub async fn write_run(w: &mut (impl AsyncWrite + Unpin), request: &Request) -> std::io::Result<()> {
+    write(w, &MessageRef::Run(request), request.stdin.as_deref()).await
+}
+
+pub async fn write_ping(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
+    write(w, &MessageRef::Ping, None).await
+}
+
+async fn write(
+    w: &mut (impl AsyncWrite + Unpin),
+    message: &MessageRef<'_>,
+    stdin: Option<&[u8]>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024 + stdin.map_or(0, <[u8]>::len));
+    frame(&mut buf, Some(&serde_json::to_vec(message)?));
+    frame(&mut buf, stdin);
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+pub async fn read_message(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Message> {
+    let mut message: Message = read_json(r).await?;
+    let stdin = read_frame(r, MAX_STDIN).await?;
+    if let Message::Run(request) = &mut message {
+        request.stdin = stdin;
+    }
+    Ok(message)
+}
+
+/// Sends the result of a run (or a pong) in one write.
+pub async fn write_reply(
+    w: &mut (impl AsyncWrite + Unpin),
+    result: Result<&Finished, &RunError>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    match result {
+        Ok(f) => {
+            let header = Reply::Finished {
+                ending: f.ending,
+                stdout_total: f.stdout.total,
+                stderr_total: f.stderr.total,
+            };
+            frame(&mut buf, Some(&serde_json::to_vec(&header)?));
+            for bytes in [&f.stdout.bytes, &f.stdout.tail, &f.stderr.bytes, &f.stderr.tail] {
+                frame(&mut buf, Some(bytes));
+            }
+        }
+        Err(e) => frame(&mut buf, Some(&serde_json::to_vec(&Reply::Failed(e.clone()))?)),
+    }
+    w.write_all(&buf).await?;
+    w.flush().await
+}
+
+pub async fn write_pong(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    frame(&mut buf, Some(&serde_json::to_vec(&Reply::Pong)?));
+    w.write_all(&buf).await
+}
+
+/// Reads a reply whose streams were captured with `max_output`.
+pub async fn read_reply(
+    r: &mut (impl AsyncRead + Unpin),
+    max_output: usize,
+) -> std::io::Result<Result<Option<Finished>, RunError>> {
+    match read_json::<Reply>(r).await? {
+        Reply::Pong => Ok(Ok(None)),
+        Reply::Failed(e) => Ok(Err(e)),
+        Reply::Finished {
+            ending,
+            stdout_total,
+            stderr_total,
+        } => {
+            let stdout = Captured {
+                bytes: read_frame(r, max_output).await?.unwrap_or_default(),
+                tail: read_frame(r, TAIL).await?.unwrap_or_default(),
+                total: stdout_total,
+            };
+            let stderr = Captured {
+                bytes: read_frame(r, max_output).await?.unwrap_or_default(),
+                tail: read_frame(r, TAIL).await?.unwrap_or_default(),
+                total: stderr_total,
+            };
+            Ok(Ok(Some(Finished {
+                ending,
+                stdout,
+                stderr,
+            })))
+        }
+    }
+}

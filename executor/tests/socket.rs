@@ -1,0 +1,309 @@
+//! The executor end to end: the real `mcc-executor` binary serving a real Unix socket,
+//! real tool processes, and the gateway's client ([`ExecutorClient`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcc_catalog::EnvPassthrough;
+use mcc_catalog::env::EnvSpec;
+use mcc_executor::limits::Rlimits;
+use mcc_executor::{Ending, ExecutorClient, Request, RunError, Runtime};
+
+/// A running `mcc-executor serve`, killed on drop.
+struct Executor {
+    child: Child,
+}
+
+impl Executor {
+    fn start(socket: &Path, env: &[(&str, &str)]) -> Self {
+        let _ = std::fs::remove_file(socket);
+        let child = Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
+            .args(["serve", "--socket"])
+            .arg(socket)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("MCC_EXECUTOR_SOCKET", socket)
+            .envs(env.iter().copied())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("mcc-executor starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "the executor never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Self { child }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn shell(line: &str) -> Request {
+    Request {
+        program: "/bin/sh".into(),
+        args: vec!["-c".into(), line.into()],
+        env: EnvSpec {
+            floor: vec!["PATH".into(), "HOME".into()],
+            passthrough: EnvPassthrough::All(false),
+            set: BTreeMap::new(),
+            cwd_on_pythonpath: false,
+        },
+        max_output: 1000,
+        ..Request::default()
+    }
+}
+
+fn out(f: &mcc_executor::Finished) -> String {
+    String::from_utf8_lossy(&f.stdout.bytes).into_owned()
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("executor.sock");
+    (dir, socket)
+}
+
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid, 0) == 0 }
+}
+
+async fn wait_for_pid(file: &Path) -> i32 {
+    for _ in 0..500 {
+        if let Ok(text) = std::fs::read_to_string(file)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no pid in {}", file.display());
+}
+
+async fn gone(pid: i32) -> bool {
+    for _ in 0..300 {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn results_stdin_and_bounded_output_cross_the_socket() {
+    let (_dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = ExecutorClient::new(&socket);
+    client.check().await.expect("the executor answers a ping");
+
+    let mut request = shell("cat; echo oops >&2; exit 3");
+    request.stdin = Some(b"from stdin".to_vec());
+    let finished = client.run(&request).await.unwrap();
+    assert_eq!(finished.ending, Ending::Exited(3));
+    assert_eq!(out(&finished), "from stdin");
+    assert_eq!(finished.stderr.bytes, b"oops\n");
+
+    let mut flood = shell("head -c 100000 /dev/zero | tr '\\0' x");
+    flood.max_output = 10;
+    let finished = client.run(&flood).await.unwrap();
+    assert_eq!(finished.stdout.bytes.len(), 10);
+    assert_eq!(finished.stdout.total, 100_000);
+    assert!(finished.stdout.truncated());
+    assert_eq!(finished.stdout.tail.len(), mcc_executor::process::TAIL);
+}
+
+#[tokio::test]
+async fn limits_and_timeouts_apply_inside_the_executor() {
+    let (dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = ExecutorClient::new(&socket);
+
+    let limits = mcc_catalog::Limits {
+        fsize_mb: Some(1),
+        ..Default::default()
+    };
+    let mut big_file = shell("exec head -c 3000000 /dev/zero > big");
+    big_file.rlimits = Rlimits::from_limits(&limits).unwrap();
+    big_file.cwd = Some(dir.path().to_path_buf());
+    let finished = client.run(&big_file).await.unwrap();
+    assert_eq!(finished.ending, Ending::Signaled(libc::SIGXFSZ));
+
+    let pid_file = dir.path().join("bg.pid");
+    let mut slow = shell(&format!("sleep 30 & echo $! > {}; wait", pid_file.display()));
+    slow.timeout = Some(Duration::from_millis(300));
+    let started = Instant::now();
+    let finished = client.run(&slow).await.unwrap();
+    assert_eq!(finished.ending, Ending::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let background = wait_for_pid(&pid_file).await;
+    assert!(gone(background).await, "the whole group was killed");
+}
+
+#[tokio::test]
+async fn a_cancelled_call_kills_the_process_group_in_the_executor() {
+    let (dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let pid_file = dir.path().join("bg.pid");
+    let request = shell(&format!("sleep 30 & echo $! > {}; wait", pid_file.display()));
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.run(&request).await }
+    });
+    let background = wait_for_pid(&pid_file).await;
+    call.abort();
+    assert!(gone(background).await, "hanging up killed the group");
+}
+
+#[tokio::test]
+async fn a_slow_tool_never_blocks_other_calls() {
+    let (_dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let slow = tokio::spawn({
+        let client = client.clone();
+        async move { client.run(&shell("sleep 3; echo slow")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    for i in 0..5 {
+        let finished = client.run(&shell(&format!("echo {i}"))).await.unwrap();
+        assert_eq!(out(&finished), format!("{i}\n"));
+    }
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert_eq!(out(&slow.await.unwrap().unwrap()), "slow\n");
+}
+
+#[tokio::test]
+async fn the_environment_comes_from_the_executor_never_the_gateway() {
+    let (_dir, socket) = setup();
+    let _executor = Executor::start(
+        &socket,
+        &[
+            ("HOME", "/home/executor"),
+            ("EXECUTOR_EXTRA", "x"),
+            ("REDIS_URL", "redis://:pw@r"),
+            ("MCC_AUTH__JWT__HS256_SECRET", "gw-secret"),
+        ],
+    );
+    // SAFETY: set before any other thread of this test reads the environment.
+    unsafe { std::env::set_var("GATEWAY_ONLY_SECRET", "do-not-leak") };
+    let client = ExecutorClient::new(&socket);
+    let mut request = shell("env");
+    request.env.passthrough = EnvPassthrough::All(true);
+    request.env.set = BTreeMap::from([("MCC_CTX_USER".to_string(), "alice".to_string())]);
+    let env = out(&client.run(&request).await.unwrap());
+    assert!(env.contains("HOME=/home/executor\n"), "{env}");
+    assert!(env.contains("EXECUTOR_EXTRA=x\n"), "{env}");
+    assert!(env.contains("MCC_CTX_USER=alice\n"), "{env}");
+    for absent in ["GATEWAY_ONLY_SECRET", "REDIS_URL", "MCC_AUTH", "MCC_EXECUTOR_SOCKET"] {
+        assert!(!env.contains(absent), "{absent} leaked: {env}");
+    }
+}
+
+#[tokio::test]
+async fn an_executor_that_dies_mid_call_is_a_clear_error_and_the_next_call_works_once_back() {
+    let (_dir, socket) = setup();
+    let mut executor = Executor::start(&socket, &[]);
+    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let call = tokio::spawn({
+        let client = client.clone();
+        async move { client.run(&shell("sleep 5")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    executor.kill();
+    let err = call.await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, RunError::Executor { reason, .. } if reason.contains("closed the connection")),
+        "{err}"
+    );
+    let err = client.run(&shell("echo hi")).await.unwrap_err();
+    assert!(err.to_string().contains("unreachable"), "{err}");
+    assert!(client.check().await.is_err());
+
+    let _back = Executor::start(&socket, &[]);
+    let finished = client.run(&shell("echo hi")).await.unwrap();
+    assert_eq!(out(&finished), "hi\n");
+}
+
+#[tokio::test]
+async fn a_tool_that_replaces_the_socket_path_does_not_receive_later_calls() {
+    let (dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = ExecutorClient::new(&socket);
+    assert_eq!(out(&client.run(&shell("echo first")).await.unwrap()), "first\n");
+    // A tool of the executor's user swaps the shared path for its own listener.
+    std::fs::remove_file(&socket).unwrap();
+    let impostor = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    impostor.set_nonblocking(true).unwrap();
+    assert_eq!(out(&client.run(&shell("echo second")).await.unwrap()), "second\n");
+    assert!(impostor.accept().is_err(), "the impostor got a connection");
+    let pinned = dir.path().join("gateway");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&pinned).unwrap().permissions().mode() & 0o777, 0o755);
+}
+
+#[tokio::test]
+async fn a_pin_directory_someone_else_can_write_is_refused() {
+    let (dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let pinned = dir.path().join("gateway");
+    std::fs::create_dir(&pinned).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pinned, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = ExecutorClient::new(&socket).run(&shell("true")).await.unwrap_err();
+    assert!(err.to_string().contains("writable by no one else"), "{err}");
+}
+
+#[tokio::test]
+async fn missing_programs_and_working_directories_are_named() {
+    let (_dir, socket) = setup();
+    let _executor = Executor::start(&socket, &[]);
+    let client = ExecutorClient::new(&socket);
+    let mut request = shell("true");
+    request.program = "python-that-does-not-exist".into();
+    let err = client.run(&request).await.unwrap_err();
+    assert_eq!(
+        err,
+        RunError::NotFound {
+            program: "python-that-does-not-exist".into()
+        }
+    );
+    let mut request = shell("true");
+    request.cwd = Some("/no/such/dir".into());
+    let err = client.run(&request).await.unwrap_err();
+    assert_eq!(err.to_string(), "cwd /no/such/dir is not a directory");
+}
+
+#[test]
+fn probe_answers_for_a_live_executor_only() {
+    let (_dir, socket) = setup();
+    let probe = || {
+        Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
+            .args(["probe", "--socket"])
+            .arg(&socket)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(!probe());
+    let _executor = Executor::start(&socket, &[]);
+    assert!(probe());
+    assert!(
+        !socket.parent().unwrap().join("gateway").exists(),
+        "the probe never creates the gateway's directory"
+    );
+}
