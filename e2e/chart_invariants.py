@@ -172,6 +172,9 @@ def check_rbac(objs, problems, name):
             if "pod-runtime" in name and not any("pods" in r.get("resources", []) for _, _, r in rules):
                 say("podRuntime.enabled but no Pod verbs")
         if component(dep) == "operator":
+            for kind, scope, rule in rules:
+                if "secrets" in rule.get("resources", []) and kind == "ClusterRoleBinding":
+                    say("has Secret verbs cluster-wide (API keys live in the trusted namespaces only)")
             if not any("usergrants/finalizers" in r.get("resources", []) and "update" in r.get("verbs", [])
                        for _, _, r in rules):
                 say("lacks update on usergrants/finalizers")

@@ -15,7 +15,9 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 NS_OP=mcc-system
-NS_TOOLS=mcc-tools
+# The examples' Tools and UserGrants live in the operator's namespace: with the default
+# settings it is the trusted namespace and the one allowed the local runtime.
+NS_TOOLS=$NS_OP
 TIMEOUT=${TIMEOUT:-120}
 
 if ! command -v kubectl >/dev/null; then
@@ -63,7 +65,7 @@ until catalog=$(kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.dat
   [ $SECONDS -lt $deadline ] || fail "the catalog ConfigMap does not list public.greet"
   sleep 2
 done
-for key in public.greet ops.whoami_echo ops.api_status reports.summary; do
+for key in public.greet ops.whoami_echo ops.api_status reports.title_case; do
   [[ "$catalog" == *"\"$key\""* ]] || fail "catalog lacks $key"
 done
 [[ "$catalog" != *change-me* ]] || fail "a secret value leaked into the catalog"
@@ -87,7 +89,7 @@ step "an invalid Tool is rejected at admission"
 if kubectl -n "$NS_TOOLS" apply -f - <<'YAML' 2>/tmp/mcc-e2e-invalid.txt; then
 apiVersion: mcc.dev/v1alpha1
 kind: Tool
-metadata: {name: invalid, namespace: mcc-tools}
+metadata: {name: invalid, namespace: mcc-system}
 spec: {name: invalid, exec: "ls", fn: "m:f"}
 YAML
   fail "a Tool with both exec and fn was admitted"
@@ -98,12 +100,26 @@ step "a broken template is admitted but not Ready, with an Event"
 kubectl -n "$NS_TOOLS" apply -f - <<'YAML'
 apiVersion: mcc.dev/v1alpha1
 kind: Tool
-metadata: {name: broken, namespace: mcc-tools}
+metadata: {name: broken, namespace: mcc-system}
 spec: {name: broken, exec: "echo {{ oops "}
 YAML
 kubectl -n "$NS_TOOLS" wait --for=jsonpath='{.status.conditions[0].reason}'=InvalidSpec --timeout="${TIMEOUT}s" tool/broken
 kubectl -n "$NS_TOOLS" delete tool broken
 kubectl -n "$NS_TOOLS" wait --for=condition=Ready --timeout=10s tools.mcc.dev/public.greet
+
+step "a UserGrant outside the trusted namespaces grants nothing"
+kubectl apply -f - <<'YAML'
+apiVersion: mcc.dev/v1alpha1
+kind: UserGrant
+metadata: {name: intruder, namespace: agents}
+spec: {username: alice, groups: [admin], apiKey: {enabled: true}}
+YAML
+kubectl -n agents wait --for=jsonpath='{.status.conditions[0].reason}'=UntrustedNamespace --timeout="${TIMEOUT}s" usergrant/intruder
+! kubectl -n agents get secret intruder-api-key >/dev/null 2>&1 || fail "an API key was minted for an untrusted grant"
+sleep 3  # a publish cycle
+catalog=$(kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.data.catalog\.json}')
+[[ "$catalog" != *'"admin"'* ]] || fail "the untrusted grant's group reached the catalog"
+kubectl -n agents delete usergrant intruder
 
 step "a gateway serves the published catalog (run here, out of cluster, with alice's API key)"
 port=${MCC_E2E_GATEWAY_PORT:-18080}

@@ -41,7 +41,7 @@ if "$PY" -c 'import yaml, jsonschema' 2>/dev/null; then have_py=true; fi
 rendered=()
 if $have_helm; then
   step "helm lint --strict and helm template ($("$HELM" version --short))"
-  for values in "" $CHART/ci/*-values.yaml; do
+  for values in "" "$CHART"/ci/*-values.yaml; do
     name=$(basename "${values:-chart-defaults}" -values.yaml)
     args=(); [ -n "$values" ] && args=(-f "$values")
     if ! out=$("$HELM" lint --strict "$CHART" "${args[@]}" 2>&1); then
@@ -58,7 +58,7 @@ if $have_helm; then
   # NOTES.txt is not rendered by `helm template`: render a copy as an ordinary template.
   cp -r "$CHART" "$tmp/notes-chart"
   cp "$CHART/templates/NOTES.txt" "$tmp/notes-chart/templates/zz-notes.txt"
-  for values in "" $CHART/ci/*-values.yaml; do
+  for values in "" "$CHART"/ci/*-values.yaml; do
     args=(); [ -n "$values" ] && args=(-f "$values")
     # Helm exits non-zero here (a .txt is no YAML); --debug prints the text regardless.
     "$HELM" template mcc "$tmp/notes-chart" -n mcc-system "${args[@]}" \
@@ -76,7 +76,7 @@ if $have_helm; then
     for s in $sets; do args+=(--set "$s"); done
     if out=$("$HELM" template mcc "$CHART" -n mcc-system "${args[@]}" 2>&1); then
       fail "accepted:$sets"
-    elif ! grep -qF -- "$(echo "$expect" | sed 's/ *$//')" <<<"$out"; then
+    elif ! grep -qF -- "${expect%"${expect##*[![:space:]]}"}" <<<"$out"; then
       echo "$out" | head -5; fail "rejected, but without '$expect':$sets"
     else
       echo "rejected as expected:$sets"
@@ -96,13 +96,15 @@ gateway.catalog.source is files | gateway.catalog.source=files
 neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces | gateway.rbac.referencedObjects.scope=namespaces
 defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
 Invalid type. Expected: boolean | networkPolicy.enabled=yes
+is not in operator.watchNamespaces | operator.watchNamespaces={team-a}
+not both | operator.watchNamespaces={mcc-system} operator.watchNamespaceSelector=a=b
 EOF
 
   step "release-scoped names"
   "$HELM" template a "$CHART" -n shared --set fullnameOverride= > "$tmp/rel-a.yaml"
   "$HELM" template b "$CHART" -n shared --set crds.enabled=false > "$tmp/rel-b.yaml"
   "$HELM" template a "$CHART" -n other --set crds.enabled=false > "$tmp/rel-a-other.yaml"
-  $have_py && "$PY" - "$tmp/rel-a.yaml" "$tmp/rel-b.yaml" "$tmp/rel-a-other.yaml" <<'PY' || fail "names collide between releases"
+  if $have_py && ! "$PY" - "$tmp/rel-a.yaml" "$tmp/rel-b.yaml" "$tmp/rel-a-other.yaml" <<'PY'; then
 import sys, yaml
 seen, bad = {}, []
 for path in sys.argv[1:]:
@@ -118,6 +120,8 @@ for b in bad:
 print("two releases in one namespace, one release name in two namespaces:", "FAIL" if bad else "no collisions")
 sys.exit(1 if bad else 0)
 PY
+    fail "names collide between releases"
+  fi
 else
   skip "helm: not installed and scripts/ensure-helm.sh could not fetch it (set HELM)"
 fi
@@ -246,9 +250,12 @@ fi
 
 step "yamllint"
 if command -v "$YAMLLINT" >/dev/null; then
-  "$YAMLLINT" -s -d '{extends: relaxed, rules: {line-length: {max: 120}, indentation: {indent-sequences: whatever}}}' \
-      "$CHART/values.yaml" "$CHART/ci/" "$CHART/Chart.yaml" examples/k8s/ e2e/golden/ .github/workflows/ \
-    && echo "yamllint: ok" || fail "yamllint"
+  if "$YAMLLINT" -s -d '{extends: relaxed, rules: {line-length: {max: 120}, indentation: {indent-sequences: whatever}}}' \
+      "$CHART/values.yaml" "$CHART/ci/" "$CHART/Chart.yaml" examples/k8s/ e2e/golden/ .github/workflows/; then
+    echo "yamllint: ok"
+  else
+    fail "yamllint"
+  fi
 else
   skip "yamllint: not installed (pip install yamllint)"
 fi

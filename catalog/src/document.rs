@@ -301,6 +301,93 @@ pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
 
 /// Reads a document from the ConfigMap's `data[DATA_KEY]` or `binaryData[GZIP_KEY]`.
 pub fn decode(json: Option<&str>, gzip: Option<&[u8]>) -> Result<CatalogDocument, DocumentError> {
+    let text = payload_text(json, gzip)?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// An entry [`decode_entries`] left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedEntry {
+    /// Which entry, as far as it says: `tools[3]` with its key and `Tool <ns>/<name>`,
+    /// or `users[1]` with its username.
+    pub entry: String,
+    /// `tools` or `users`.
+    pub list: &'static str,
+    /// The API-key records the entry held (a user entry's `apiKeys`).
+    pub api_keys: usize,
+    pub reason: String,
+}
+
+/// [`decode`], entry by entry: a tool or user entry that does not deserialize (one a
+/// newer operator wrote during a rolling upgrade, say) is left out and returned, and the
+/// rest of the document is read. Only a payload that is not a document of this format
+/// is an error. A user left out loses access, never gains it.
+pub fn decode_entries(
+    json: Option<&str>,
+    gzip: Option<&[u8]>,
+) -> Result<(CatalogDocument, Vec<SkippedEntry>), DocumentError> {
+    #[derive(Deserialize)]
+    struct Entries {
+        format: u32,
+        tools: Vec<serde_json::Value>,
+        users: Vec<serde_json::Value>,
+    }
+    let text = payload_text(json, gzip)?;
+    let raw: Entries = serde_json::from_str(&text)?;
+    let mut skipped = Vec::new();
+    let mut doc = CatalogDocument {
+        format: raw.format,
+        ..CatalogDocument::default()
+    };
+    for (i, value) in raw.tools.into_iter().enumerate() {
+        let entry = describe_tool(i, &value);
+        match serde_json::from_value(value) {
+            Ok(tool) => doc.tools.push(tool),
+            Err(e) => skipped.push(SkippedEntry {
+                entry,
+                list: "tools",
+                api_keys: 0,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    for (i, value) in raw.users.into_iter().enumerate() {
+        let str_at = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str());
+        let entry = match str_at("/user/username") {
+            Some(name) => format!("users[{i}] '{name}'"),
+            None => format!("users[{i}]"),
+        };
+        let api_keys = value
+            .get("apiKeys")
+            .and_then(|k| k.as_array())
+            .map_or(0, Vec::len);
+        match serde_json::from_value(value) {
+            Ok(user) => doc.users.push(user),
+            Err(e) => skipped.push(SkippedEntry {
+                entry,
+                list: "users",
+                api_keys,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    Ok((doc, skipped))
+}
+
+fn describe_tool(i: usize, value: &serde_json::Value) -> String {
+    let str_at = |pointer: &str| value.pointer(pointer).and_then(|v| v.as_str());
+    let mut entry = format!("tools[{i}]");
+    if let Some(key) = str_at("/tool/key") {
+        entry.push_str(&format!(" '{key}'"));
+    }
+    if let (Some(ns), Some(name)) = (str_at("/namespace"), str_at("/resource")) {
+        entry.push_str(&format!(" (Tool {ns}/{name})"));
+    }
+    entry
+}
+
+/// The document's JSON text, once its format is known to be [`FORMAT_VERSION`].
+fn payload_text(json: Option<&str>, gzip: Option<&[u8]>) -> Result<String, DocumentError> {
     let text = match (json, gzip) {
         (Some(text), _) => text.to_string(),
         (None, Some(bytes)) => {
@@ -314,7 +401,7 @@ pub fn decode(json: Option<&str>, gzip: Option<&[u8]>) -> Result<CatalogDocument
     if format != FORMAT_VERSION {
         return Err(DocumentError::Format { found: format });
     }
-    Ok(serde_json::from_str(&text)?)
+    Ok(text)
 }
 
 #[derive(Deserialize)]
@@ -427,6 +514,44 @@ mod tests {
             "same prefix, other secret"
         );
         assert!(doc.user_by_api_key("not-a-key").is_none());
+    }
+
+    #[test]
+    fn decode_entries_leaves_out_only_the_entries_it_cannot_read() {
+        let raw = crate::apikey::format_key(&[0xab; 6], &[1; 32]);
+        let record = crate::apikey::ApiKeyRecord::of(&raw, None).unwrap();
+        let mut doc = serde_json::to_value(CatalogDocument {
+            tools: vec![tool("a"), tool("b")],
+            users: vec![CatalogUser {
+                user: User {
+                    username: "alice".into(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .unwrap();
+        doc["tools"][1]["runtime"] = json!({"wasm": {}});
+        doc["users"].as_array_mut().unwrap().push(
+            json!({"user": {"username": "bob", "groups": "not-a-list"}, "apiKeys": [record]}),
+        );
+        let text = doc.to_string();
+        assert!(
+            decode(Some(&text), None).is_err(),
+            "the strict form refuses it all"
+        );
+        let (read, skipped) = decode_entries(Some(&text), None).unwrap();
+        assert_eq!(read.tools.len(), 1);
+        assert_eq!(read.tools[0].tool.key, "a");
+        assert_eq!(read.users.len(), 1);
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert_eq!(skipped[0].entry, "tools[1] 'b' (Tool ns/b)");
+        assert!(skipped[0].reason.contains("wasm"), "{skipped:?}");
+        assert_eq!(skipped[1].entry, "users[1] 'bob'");
+        assert_eq!((skipped[1].list, skipped[1].api_keys), ("users", 1));
+        let e = decode_entries(Some(r#"{"format": 2, "tools": [], "users": []}"#), None);
+        assert!(matches!(e, Err(DocumentError::Format { found: 2 })));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! is left out and logged, and everything else is served: a fn tool whose introspection
 //! fails or whose introspected key collides ([`crate::catalog::exclude`]), an API-key
 //! record that is malformed, expires at no valid instant or shares its prefix
-//! ([`Directory::lenient`]). Users and tools are built apart ([`users`], [`tools`]) so
+//! ([`Directory::lenient`]); an entry that cannot even be read. Users and tools are built apart ([`users`], [`tools`]) so
 //! the watcher can swap users in before the (slower) tools are introspected.
 
 use std::collections::HashMap;
@@ -40,17 +40,52 @@ pub struct Published {
     pub excluded_tools: Vec<ExcludedTool>,
 }
 
-/// Decodes a ConfigMap's payload (`data[catalog.json]` or `binaryData[catalog.json.gz]`).
-/// `configmap` (`namespace/name`) only names the source in errors.
+/// A decoded document, and what of it could not even be read (logged).
+#[derive(Debug)]
+pub struct Decoded {
+    pub doc: CatalogDocument,
+    /// Tool entries that do not deserialize.
+    pub skipped_tools: Vec<ExcludedTool>,
+    /// API-key records of user entries that do not deserialize.
+    pub skipped_api_keys: usize,
+}
+
+/// Decodes a ConfigMap's payload (`data[catalog.json]` or `binaryData[catalog.json.gz]`)
+/// entry by entry ([`document::decode_entries`]): an entry that cannot be read (a newer
+/// operator's shape) is left out and logged. `configmap` (`namespace/name`) names the
+/// source in errors and logs.
 pub fn decode(
     configmap: &str,
     json: Option<&str>,
     gzip: Option<&[u8]>,
-) -> Result<CatalogDocument, PublishedError> {
-    document::decode(json, gzip).map_err(|source| PublishedError::Decode {
-        configmap: configmap.to_string(),
-        source,
-    })
+) -> Result<Decoded, PublishedError> {
+    let (doc, skipped) =
+        document::decode_entries(json, gzip).map_err(|source| PublishedError::Decode {
+            configmap: configmap.to_string(),
+            source,
+        })?;
+    let mut decoded = Decoded {
+        doc,
+        skipped_tools: Vec::new(),
+        skipped_api_keys: 0,
+    };
+    for s in skipped {
+        tracing::warn!(
+            source = %format!("catalog ConfigMap {configmap}"),
+            entry = %s.entry,
+            reason = %s.reason,
+            "catalog document entry left out: it cannot be read"
+        );
+        decoded.skipped_api_keys += s.api_keys;
+        if s.list == "tools" {
+            decoded.skipped_tools.push(ExcludedTool {
+                key: String::new(),
+                place: s.entry,
+                reason: s.reason,
+            });
+        }
+    }
+    Ok(decoded)
 }
 
 /// Decodes and builds a whole document. Blocking: introspection runs Python.
@@ -60,14 +95,20 @@ pub fn build(
     gzip: Option<&[u8]>,
     introspector: &Introspector,
 ) -> Result<Published, PublishedError> {
-    let doc = decode(configmap, json, gzip)?;
-    let users = users(configmap, &doc.users);
+    let Decoded {
+        doc,
+        mut skipped_tools,
+        skipped_api_keys,
+    } = decode(configmap, json, gzip)?;
+    let mut users = users(configmap, &doc.users);
+    users.excluded_api_keys += skipped_api_keys;
     let (catalog, excluded_tools) = tools(configmap, doc.tools, introspector);
     let catalog = catalog.with_users(users.directory.users().to_vec());
+    skipped_tools.extend(excluded_tools);
     Ok(Published {
         catalog,
         users,
-        excluded_tools,
+        excluded_tools: skipped_tools,
     })
 }
 
@@ -405,6 +446,73 @@ mod tests {
             p.excluded_tools[0].reason.contains("Tool tools/status"),
             "{:?}",
             p.excluded_tools
+        );
+    }
+
+    /// examples/k8s as the operator publishes it (the fn Tool is Python's
+    /// `string:capwords`, introspected here): every tool served, nothing left out.
+    #[test]
+    fn the_examples_k8s_document_is_served_whole() {
+        let value = json!({"format": 1, "tools": [
+            {"tool": {"key": "ops.api_status", "name": "api_status", "kind": "curl",
+                      "target": "-H \"Authorization: Bearer $API_TOKEN\" https://api.internal.example.com/status",
+                      "command": "curl -sS -H \"Authorization: Bearer $API_TOKEN\" https://api.internal.example.com/status",
+                      "groups": ["ops"], "env_passthrough": ["LANG", "LC_*"], "cache_ttl": 30,
+                      "source": "Tool mcc-system/ops.api-status"},
+             "namespace": "mcc-system", "resource": "ops.api-status",
+             "envFrom": [{"source": "configMap", "name": "ops-settings"}],
+             "envValueFrom": [{"env": "API_TOKEN", "source": "secret", "name": "ops-api", "key": "token"}]},
+            {"tool": {"key": "ops.whoami_echo", "name": "whoami_echo", "kind": "exec",
+                      "command": "echo \"called by $MCC_CTX_USER\"", "groups": ["ops"]},
+             "namespace": "mcc-system", "resource": "ops.whoami-echo"},
+            {"tool": {"key": "public.greet", "name": "greet", "kind": "exec",
+                      "command": "echo Hello, {{ name | quote }}", "groups": ["public"],
+                      "params": [{"name": "name", "type": "str", "required": true},
+                                 {"name": "times", "type": "int", "default": 1}],
+                      "limits": {"timeout": 5}},
+             "namespace": "mcc-system", "resource": "public.greet"},
+            {"tool": {"key": "reports.title_case", "name": "title_case", "kind": "fn",
+                      "path": "string:capwords", "groups": ["reports"],
+                      "description": "Capitalize each word of a text (Python's string.capwords).",
+                      "limits": {"timeout": 5}},
+             "namespace": "mcc-system", "resource": "reports.title-case", "introspect": true}
+        ], "users": [
+            {"user": {"username": "alice", "groups": ["ops", "reports"]}, "apiKeys": [record(4)]}
+        ]});
+        let p = built(value);
+        assert!(p.excluded_tools.is_empty(), "{:?}", p.excluded_tools);
+        assert_eq!(p.users.excluded_api_keys, 0);
+        assert_eq!(p.catalog.tools().len(), 4);
+        let title = p.catalog.tool("reports.title_case").unwrap();
+        let params: Vec<&str> = title.params.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(params, ["s", "sep"], "introspected from the signature");
+        assert!(p.catalog.refs("ops.api_status").is_some());
+    }
+
+    /// Entries a newer operator might write: a tool with a runtime this gateway does not
+    /// know, a user entry of another shape. Both are left out and counted; the rest of the
+    /// document (users and keys included) is served.
+    #[test]
+    fn entries_that_cannot_be_read_are_left_out() {
+        let mut value = sample();
+        value["tools"][0]["runtime"] = json!({"wasm": {"module": "x"}});
+        value["users"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"user": {"username": "carol", "groups": 7}, "apiKeys": [record(5)]}));
+        let p = built(value);
+        assert_eq!(p.catalog.tools().len(), 1);
+        assert!(p.catalog.tool("hello").is_some());
+        assert_eq!(p.excluded_tools.len(), 1);
+        assert_eq!(
+            p.excluded_tools[0].place,
+            "tools[0] 'ops.status' (Tool tools/status)"
+        );
+        assert_eq!(p.users.excluded_api_keys, 1);
+        assert_eq!(p.users.directory.users().len(), 2);
+        assert!(
+            p.users.directory.key("abababababab").is_some(),
+            "alice's key still works"
         );
     }
 }

@@ -1,5 +1,5 @@
-//! Prometheus metrics of the operator (reconciles, errors, durations, catalog publishes)
-//! and the small HTTP server that exposes them on `/metrics` (plus `/healthz`).
+//! Prometheus metrics of the operator (reconciles, errors, durations, catalog publishes,
+//! objects not Ready by reason) and the small HTTP server that exposes them on `/metrics` (plus `/healthz`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,6 +30,13 @@ pub struct ErrorLabel {
     pub error: String,
 }
 
+/// A kind of object and why it is left out.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExcludedLabel {
+    pub kind: String,
+    pub reason: String,
+}
+
 type HistogramFamily = Family<ControllerLabel, Histogram, fn() -> Histogram>;
 
 /// The operator's metrics, registered in their own registry.
@@ -44,6 +51,9 @@ pub struct Metrics {
     pub catalog_bytes: Gauge,
     /// Tools in the last published catalog.
     pub catalog_tools: Gauge,
+    /// Objects not Ready in the last assembly, by kind and reason (counts only: names
+    /// are on the objects' statuses).
+    excluded: Family<ExcludedLabel, Gauge>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -59,6 +69,7 @@ impl Default for Metrics {
         let publishes = Counter::default();
         let catalog_bytes = Gauge::default();
         let catalog_tools = Gauge::default();
+        let excluded = Family::<ExcludedLabel, Gauge>::default();
         registry.register("reconciliations", "Reconciles run", reconciles.clone());
         registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
         registry.register(
@@ -81,6 +92,11 @@ impl Default for Metrics {
             "Tools in the published catalog",
             catalog_tools.clone(),
         );
+        registry.register(
+            "objects_not_ready",
+            "Tools and UserGrants not Ready in the last assembly, by reason",
+            excluded.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -89,6 +105,7 @@ impl Default for Metrics {
             publishes,
             catalog_bytes,
             catalog_tools,
+            excluded,
         }
     }
 }
@@ -134,6 +151,19 @@ impl Metrics {
                 error: error.metric_label().to_string(),
             })
             .inc();
+    }
+
+    /// Replaces the counts of objects not Ready: `(kind, reason) → count`.
+    pub fn set_not_ready(&self, counts: &std::collections::BTreeMap<(&str, &str), i64>) {
+        self.excluded.clear();
+        for ((kind, reason), n) in counts {
+            self.excluded
+                .get_or_create(&ExcludedLabel {
+                    kind: kind.to_string(),
+                    reason: reason.to_string(),
+                })
+                .set(*n);
+        }
     }
 
     /// The metrics in Prometheus text format.

@@ -190,6 +190,20 @@ pub fn grant_statuses_disagree(
     })
 }
 
+/// How many Tools and UserGrants the assembly leaves not Ready, by kind and reason.
+pub fn not_ready(assembly: &Assembly) -> BTreeMap<(&'static str, &'static str), i64> {
+    let tools = assembly.tools.values().map(|v| ("tool", &v.verdict));
+    let grants = assembly.grants.values().map(|v| ("usergrant", v));
+    let mut counts = BTreeMap::new();
+    for (kind, verdict) in tools.chain(grants) {
+        let (ready, reason, _) = ready_reason(verdict);
+        if !ready {
+            *counts.entry((kind, reason)).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
 /// Asks the controllers to reconcile every object of a kind again.
 #[derive(Clone)]
 pub struct ReconcileAll {
@@ -227,6 +241,7 @@ pub async fn cycle(
     let tools = ctx.tools.state();
     let grants = ctx.grants.state();
     let assembly = assemble(&tools, &grants, &policy);
+    ctx.metrics.set_not_ready(&not_ready(&assembly));
     let result = publisher.publish(&assembly.document, &ctx.metrics).await;
     let failure = match &result {
         Err(Error::Document(e @ DocumentError::TooLarge { .. })) => Some(e.to_string()),
@@ -263,7 +278,13 @@ pub async fn run(
         .map_err(|_| Error::StoreClosed)?;
     // Also waits for the Namespaces of a label-selector scope: a catalog assembled before
     // they are known would leave every tool and user out.
-    ctx.current_policy().await?;
+    let policy = ctx.current_policy().await?;
+    if let Some(watched) = &policy.watched {
+        // (A watch list is checked at startup; a selector only now.)
+        for ns in policy.trusted.iter().filter(|ns| !watched.contains(*ns)) {
+            tracing::warn!(namespace = %ns, "a trusted namespace is outside the watch scope: its UserGrants are not seen");
+        }
+    }
     publisher.load_last().await?;
     loop {
         if let Err(e) = cycle(&ctx, &mut publisher, &mut reconcile_all).await {
@@ -282,7 +303,7 @@ pub async fn run(
 mod tests {
     use super::*;
     use crate::fixtures::{
-        ApiServerVerifier, TestGrant, TestTool, assert_apply, context, not_found,
+        ApiServerVerifier, GrantBuilder, TestGrant, TestTool, assert_apply, context, not_found,
     };
     use mcc_catalog::document::decode;
     use serde_json::{Value, json};
@@ -319,6 +340,12 @@ mod tests {
             .unwrap();
         assert_eq!(hash, document::encode(&doc).unwrap().hash);
         assert_eq!(seen.body["metadata"]["annotations"][FORMAT_ANNOTATION], "1");
+        assert!(
+            !ctx.metrics
+                .render()
+                .contains("mcc_operator_objects_not_ready{"),
+            "nothing refused yet"
+        );
 
         // Same content: no request at all.
         let (result, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
@@ -333,6 +360,45 @@ mod tests {
         );
         assert!(result.unwrap());
         assert!(stored_document(&seen.body).tools.is_empty());
+    }
+
+    #[tokio::test]
+    async fn refusals_are_counted_by_reason_and_their_statuses_asked_for() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let tools = vec![
+            TestTool::exec("ok", "ns", "ok"),
+            TestTool::exec("a", "team-a", "a"),
+            TestTool::exec("b", "team-a", "b"),
+        ];
+        let grants = [
+            TestGrant::new("g", "alice"),
+            TestGrant::new("g", "mallory").in_namespace("team-a"),
+        ];
+        let ctx = context(client.clone(), &tools, &grants);
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, mut tools_rx, mut grants_rx) = ReconcileAll::channels();
+        let (result, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        result.unwrap();
+        let doc = stored_document(&seen.body);
+        assert_eq!(doc.tools.len(), 1);
+        assert_eq!(doc.users.len(), 1);
+        let text = ctx.metrics.render();
+        for line in [
+            "mcc_operator_objects_not_ready{kind=\"tool\",reason=\"LocalRuntimeNotAllowed\"} 2",
+            "mcc_operator_objects_not_ready{kind=\"usergrant\",reason=\"UntrustedNamespace\"} 1",
+        ] {
+            assert!(text.contains(line), "{text}");
+        }
+        assert!(
+            !text.contains("mallory") && !text.contains("team-a"),
+            "counts only"
+        );
+        // None of these objects has a status yet: both kinds are reconciled again.
+        assert!(tools_rx.try_recv().is_ok());
+        assert!(grants_rx.try_recv().is_ok());
     }
 
     #[tokio::test]

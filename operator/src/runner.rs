@@ -3,9 +3,10 @@
 //! label selector, a watch of the matching Namespaces. `main` adds leader election, the
 //! metrics server and signal handling around [`run`].
 //!
-//! The watches of Tools, UserGrants and API-key Secrets are cluster-wide; the watch scope
-//! is applied by [`crate::assemble`] (objects outside it get no verdict), so every path
-//! that acts on an object — status, Event, API key, catalog — leaves them alone.
+//! The watches of Tools and UserGrants are cluster-wide; the watch scope is applied by
+//! [`crate::assemble`] (objects outside it get no verdict), so every path that acts on an
+//! object — status, Event, API key, catalog — leaves them alone. API-key Secrets are
+//! watched in the trusted namespaces only (the only place keys are minted).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,15 +42,20 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
     let tools = Controller::new(Api::<Tool>::all(client.clone()), watcher::Config::default())
         .reconcile_all_on(tools_rx);
     let managed = format!("{}={}", MANAGED_LABEL.0, MANAGED_LABEL.1);
-    let grants = Controller::new(
+    let mut grants = Controller::new(
         Api::<UserGrant>::all(client.clone()),
         watcher::Config::default(),
     )
-    .owns(
-        Api::<Secret>::all(client.clone()),
-        watcher::Config::default().labels(&managed),
-    )
     .reconcile_all_on(grants_rx);
+    // API keys are minted for trusted grants only, so their Secrets exist only in the
+    // trusted namespaces: the operator watches (and writes) Secrets there alone, and needs
+    // no cluster-wide access to Secrets.
+    for ns in &settings.policy.trusted {
+        grants = grants.owns(
+            Api::<Secret>::namespaced(client.clone(), ns),
+            watcher::Config::default().labels(&managed),
+        );
+    }
     let (namespaces, namespace_loop) = match &settings.watch_selector {
         Some(selector) => {
             let (store, watch) = watch_namespaces(&client, selector, reconcile_all.clone());
@@ -221,7 +227,8 @@ mod tests {
                 ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
                     reply(send, 200, &list("UserGrantList", vec![alice_json.clone()]))
                 }
-                ("GET", "/api/v1/secrets") => {
+                ("GET", "/api/v1/namespaces/ns/secrets") => {
+                    // Only in the trusted namespace, and only the operator's own.
                     assert!(
                         query.contains(
                             "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dmcc-operator"
@@ -374,7 +381,9 @@ mod tests {
                 ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
                     reply(send, 200, &list("UserGrantList", grants.clone()))
                 }
-                ("GET", "/api/v1/secrets") => reply(send, 200, &list("SecretList", vec![])),
+                ("GET", "/api/v1/namespaces/ns/secrets" | "/api/v1/namespaces/team-b/secrets") => {
+                    reply(send, 200, &list("SecretList", vec![]))
+                }
                 ("GET", "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog") => {
                     reply(send, 404, &not_found("configmaps", "mcc-catalog"))
                 }

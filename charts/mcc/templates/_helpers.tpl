@@ -164,13 +164,18 @@ The most gateway replicas this release may run: replicas, or the HPA's maximum.
 
 {{/*
 The NetworkPolicy egress rule to the API server: networkPolicy.apiServer.cidrs, else the
-addresses of the default/kubernetes Endpoints (looked up at install; `helm template` has
-no cluster), else any address on the API server ports.
+addresses of the default/kubernetes Service and its Endpoints (looked up at install and
+upgrade; `helm template` has no cluster), else any address on the API server ports.
 */}}
 {{- define "mcc.networkPolicy.apiServer" -}}
 {{- $api := .Values.networkPolicy.apiServer }}
 {{- $cidrs := $api.cidrs }}
 {{- if not $cidrs }}
+{{- /* The Service's address too: some policy engines see traffic before the Service's DNAT. */}}
+{{- $svc := lookup "v1" "Service" "default" "kubernetes" }}
+{{- range ((($svc).spec).clusterIPs | default list) }}
+{{- $cidrs = append $cidrs (printf "%s/%s" . (ternary "128" "32" (contains ":" .))) }}
+{{- end }}
 {{- $ep := lookup "v1" "Endpoints" "default" "kubernetes" }}
 {{- range ($ep.subsets | default list) }}
 {{- range (.addresses | default list) }}

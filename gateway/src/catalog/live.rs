@@ -306,7 +306,13 @@ mod tests {
         assert!(e.contains("t.yaml"), "{e}");
         assert!(live.snapshot().tool("one").is_some());
         let public = live.status().last_error.unwrap();
-        assert!(public.contains("t.yaml"), "{public}");
+        assert_eq!(
+            public,
+            format!(
+                "{}: invalid YAML at line 3 column 11 (details in the gateway log)",
+                file.display()
+            )
+        );
 
         std::fs::write(&file, "tools:\n  - name: two\n    exec: echo 2\n").unwrap();
         live.reload().unwrap();

@@ -52,9 +52,16 @@ impl CatalogError {
                 let place = place.split(": ").next().unwrap_or_default();
                 format!("{place}: introspection failed (details in the gateway log)")
             }
-            CatalogError::Tools(LoadError::Yaml { path, .. }) => {
+            CatalogError::Tools(LoadError::Yaml { path, message }) => {
+                // The position only: the parser's message may quote the file's text.
+                let at = message
+                    .split(": ")
+                    .next()
+                    .filter(|p| p.starts_with("line "))
+                    .map(|p| format!(" at {p}"))
+                    .unwrap_or_default();
                 format!(
-                    "{}: invalid YAML (details in the gateway log)",
+                    "{}: invalid YAML{at} (details in the gateway log)",
                     path.display()
                 )
             }

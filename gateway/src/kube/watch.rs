@@ -36,8 +36,9 @@ impl std::fmt::Display for CatalogConfigMap {
     }
 }
 
-/// The tools of one document version, for the tool builder.
-type ToolJob = (Vec<CatalogTool>, Option<String>);
+/// The tools of one document version for the tool builder: the entries, the document's
+/// hash, and how many tool entries could not even be read.
+type ToolJob = (Vec<CatalogTool>, Option<String>, usize);
 
 /// Watches the ConfigMap and installs each new catalog until `stop` fires.
 pub async fn run(
@@ -51,9 +52,9 @@ pub async fn run(
     let search = follower(stop.clone(), on_reload);
     let builder = {
         let (live, label) = (live.clone(), source.to_string());
-        Latest::spawn(stop.clone(), move |(tools, hash): ToolJob| {
+        Latest::spawn(stop.clone(), move |(tools, hash, unreadable): ToolJob| {
             let (catalog, excluded) = published::tools(&label, tools, &introspector);
-            live.install_tools(catalog, excluded.len(), hash);
+            live.install_tools(catalog, excluded.len() + unreadable, hash);
             search.submit(live.snapshot());
         })
     };
@@ -109,15 +110,18 @@ async fn apply(
     let label = source.to_string();
     // Decoding (gunzip and JSON of up to 1 MB) and building the users take milliseconds.
     let decoded = tokio::task::spawn_blocking(move || {
-        published::decode(&label, json.as_deref(), gzip.as_deref())
-            .map(|doc| (published::users(&label, &doc.users), doc.tools))
+        published::decode(&label, json.as_deref(), gzip.as_deref()).map(|d| {
+            let mut users = published::users(&label, &d.doc.users);
+            users.excluded_api_keys += d.skipped_api_keys;
+            (users, d.doc.tools, d.skipped_tools.len())
+        })
     })
     .await;
     match decoded {
-        Ok(Ok((users, tools))) => {
+        Ok(Ok((users, tools, unreadable))) => {
             live.install_users(users);
             live.clear_error(Part::Source);
-            builder.submit((tools, hash.clone()));
+            builder.submit((tools, hash.clone(), unreadable));
             *applied = hash;
         }
         Ok(Err(e)) => {

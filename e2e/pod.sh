@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The chart's gateway pod (gateway + executor containers, file-mode catalog, the chart's
+# Redis) run with podman and driven with the official MCP Python SDK. One command:
+#
+#   e2e/pod.sh            # --keep leaves the pods running
+#
+# 1. the gateway and executor binaries, `cargo build -p … --bins` into $CARGO_TARGET_DIR
+#    (default ~/.cache/mcc-target; a no-op after CI's build; MCC_E2E_NO_BUILD=1 skips it);
+# 2. the images, scripts/images.sh gateway executor redis (base image made once);
+# 3. helm (PATH, else scripts/ensure-helm.sh) and the `mcp` SDK (>= 2.3, PyPI; a venv in
+#    ~/.cache/mcc-images/venv when the system Python lacks it);
+# 4. e2e/pod_e2e.py: render, podman kube play, checks, podman kube down.
+# See e2e/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcc-target}
+cache=${MCC_IMAGES_CACHE:-$HOME/.cache/mcc-images}
+started=$SECONDS
+
+if [ -z "${MCC_E2E_NO_BUILD:-}" ]; then
+    cargo build --quiet --locked -p mcc-gateway -p mcc-executor --bins
+fi
+scripts/images.sh gateway executor redis
+export CONTAINERS_CONF=$cache/containers.conf
+images_done=$SECONDS
+
+HELM=${HELM:-$(command -v helm || scripts/ensure-helm.sh)}
+python=python3
+if ! "$python" -c 'import sys, yaml, mcp.client.client; from importlib.metadata import version; v = tuple(int(x) for x in version("mcp").split(".")[:2]); sys.exit(v < (2, 3))' 2>/dev/null; then
+    if [ ! -x "$cache/venv/bin/python" ]; then
+        python3 -m venv "$cache/venv"
+    fi
+    "$cache/venv/bin/pip" install --quiet "mcp>=2.3" pyyaml
+    python=$cache/venv/bin/python
+fi
+
+echo "e2e/pod.sh: binaries and images ready in $((images_done - started)) s"
+rc=0
+HELM="$HELM" "$python" e2e/pod_e2e.py "$@" || rc=$?
+echo "e2e/pod.sh: $((SECONDS - started)) s in all"
+exit $rc
