@@ -87,11 +87,11 @@ impl LiveCatalog {
         users_file: Option<PathBuf>,
     ) -> Result<Self, CatalogError> {
         let before = files::fingerprint(&tool_entries, users_file.as_deref());
+        let tools = files::load_tools(&tool_entries, &introspector())?;
         let users = match users_file.as_deref() {
             Some(path) => users::load_users(path)?,
             None => Users::default(),
         };
-        let tools = files::load_tools(&tool_entries, &introspector())?;
         let catalog = Catalog::new(tools.tools, users.directory.users().to_vec());
         let mut live = Self::with_catalog(catalog, tool_entries, users_file);
         live.loaded = before;
