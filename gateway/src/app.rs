@@ -206,12 +206,15 @@ fn build_parts(
         None => (engine, None),
     };
     let auth = Authenticator::with_token_reviewer(&settings.auth, catalog.directory(), reviewer)?;
+    let metrics = Metrics::new();
+    // The catalog reports what it leaves out (mcc_catalog_excluded_*) at each swap.
+    catalog.attach_metrics(&metrics);
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),
         sessions,
         engine,
         search,
-        metrics: Metrics::new(),
+        metrics,
         response_max_size: settings.server.response_max_size,
     });
     let router = http::router(
