@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Offline checks of the Kubernetes files (no cluster needed); any failure fails the script:
-#   1. helm lint --strict of charts/mcc, with the defaults and each charts/mcc/ci/*-values.yaml;
+#   1. helm lint --strict of charts/mcc, with the defaults, each charts/mcc/ci/*-values.yaml
+#      and the podman e2e's e2e/pod-values.yaml;
 #   2. helm template of each, and of NOTES.txt; the output validated strictly against the
 #      Kubernetes schemas (kubernetes-validate --strict) for the oldest and newest
 #      Kubernetes the chart supports, with manifests/, crds/ and examples/k8s/;
@@ -41,15 +42,17 @@ if "$PY" -c 'import yaml, jsonschema' 2>/dev/null; then have_py=true; fi
 rendered=()
 if $have_helm; then
   step "helm lint --strict and helm template ($("$HELM" version --short))"
-  for values in "" "$CHART"/ci/*-values.yaml; do
-    name=$(basename "${values:-chart-defaults}" -values.yaml)
+  # The podman e2e's values too (e2e/pod-values.yaml): a chart change must not break it.
+  for values in "" "$CHART"/ci/*-values.yaml e2e/pod-values.yaml; do
+    [ -z "$values" ] || [ -f "$values" ] || continue
+    name=$(basename "${values:-chart-defaults}" .yaml); name=${name%-values}
     args=(); [ -n "$values" ] && args=(-f "$values")
     if ! out=$("$HELM" lint --strict "$CHART" "${args[@]}" 2>&1); then
       echo "$out"; fail "helm lint --strict ${values:-(defaults)}"
     fi
     if "$HELM" template mcc "$CHART" --namespace mcc-system "${args[@]}" > "$tmp/$name.yaml" 2> "$tmp/$name.err"; then
       rendered+=("$tmp/$name.yaml")
-      echo "rendered ${values:-defaults}: $(grep -c '^kind:' "$tmp/$name.yaml") objects"
+      echo "rendered ${values:-the chart defaults}: $(grep -c '^kind:' "$tmp/$name.yaml") objects"
     else
       cat "$tmp/$name.err"; fail "helm template ${values:-(defaults)}"
     fi
