@@ -56,6 +56,7 @@ REDIS_CTR = f"{REDIS_DEPLOYMENT}-pod-0-redis"
 TOKEN_SECRET = "mcce2e-test-token"
 FAKE_TOKEN = "e2e-fake-serviceaccount-token"
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+CATALOG_TOOLS = 7  # the tools of e2e/pod-values.yaml
 
 failures = []
 timings = {}
@@ -66,6 +67,12 @@ def check(label, ok, detail=""):
     if not ok:
         failures.append(label)
     return ok
+
+
+# The VM refuses raising RLIMIT_NOFILE: podman needs a containers.conf with
+# default_ulimits = [] (scripts/images.sh writes it).
+os.environ.setdefault("CONTAINERS_CONF", os.path.join(
+    os.environ.get("MCC_IMAGES_CACHE", os.path.expanduser("~/.cache/mcc-images")), "containers.conf"))
 
 
 def podman(*args, check_rc=True, capture=True):
@@ -203,6 +210,9 @@ def http(url, method="GET", headers=None, body=None, timeout=5):
 
 
 def wait_ready(base, timeout):
+    """/readyz's JSON once it says ready, else its last answer after `timeout` (the run
+    goes on: most checks do not need every part ready, and each reports its own result).
+    Raises only when the gateway never answered."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -210,7 +220,12 @@ def wait_ready(base, timeout):
         if last[0] == 200:
             return json.loads(last[2])
         time.sleep(0.5)
-    raise RuntimeError(f"{base}/readyz not ready after {timeout} s: {last}")
+    if last is None or last[0] is None:
+        raise RuntimeError(f"{base}/readyz never answered in {timeout} s: {last}")
+    try:
+        return json.loads(last[2])
+    except ValueError:
+        return {"ready": False, "body": last[2]}
 
 
 def dump_logs():
@@ -263,7 +278,8 @@ async def tools_and_isolation(url, redis_port):
         leaked = [n for n in names if (n.startswith("MCC_") and not n.startswith("MCC_CTX_"))
                   or n.startswith("REDIS") or n.startswith("E2E_GATEWAY") or n.startswith("KUBERNETES_")]
         check("a tool's full environment has the executor's variables", "E2E_EXECUTOR_MARKER=from-the-executor-container" in env, env)
-        check("a tool's full environment has none of the gateway's", not leaked and "gateway-setting-not-for-tools" not in env, leaked)
+        check("a tool's full environment has none of the gateway's", "PATH=" in env and not leaked
+              and "gateway-setting-not-for-tools" not in env, leaked or env)
         procs = await execute(c, "e2e.processes")
         check("a tool sees no gateway process", "mcc-gateway" not in procs and "mcc-executor" in procs, procs)
         answer = await execute(c, "e2e.redis_unauthenticated", {"port": redis_port})
@@ -339,11 +355,27 @@ def executor_container_checks():
           "MCC_AUTH=api_key" in g.stdout and "REDIS_URL=redis://" in g.stdout, g.stderr)
 
 
+async def socket_tampering(url):
+    """Last: a tool moves the executor socket and the gateway's socket directory aside and
+    listens in their place; the gateway's next calls must still reach the real executor."""
+    async with client(url, "2026-07-28") as c:
+        notes = await execute(c, "e2e.tamper_socket")
+        print(f"     tamper_socket: {notes.strip()}")
+        echoed = [await execute(c, "e2e.echo", {"message": f"after tampering {i}"}) for i in range(3)]
+    check("after a tool's socket tampering, calls still reach the executor",
+          [e.strip() for e in echoed] == [f"after tampering {i}" for i in range(3)], echoed)
+    ran = "took " in notes or "executor.sock: " in notes
+    r = podman("exec", EXECUTOR_CTR, "cat", "/tmp/e2e-hijacked", check_rc=False)
+    check("no gateway call reached a tool's listener", ran and r.returncode != 0,
+          r.stdout if ran else f"the tampering tool did not run: {notes}")
+
+
 def restart_gateway(base, timeout):
     started = time.monotonic()
     podman("restart", "--time", "5", GATEWAY_CTR)
-    wait_ready(base, timeout)
+    ready = wait_ready(base, timeout)
     timings["gateway restart to ready"] = time.monotonic() - started
+    check("readyz: ready again after the gateway restart", ready.get("ready") is True, ready)
 
 
 # ---------------------------------------------------------------- main
@@ -380,7 +412,10 @@ async def main():
         podman("kube", "play", "--network", "host", kube)
         ready = wait_ready(base, opts.ready_timeout)
         timings["play to ready"] = time.monotonic() - t0
-        check("readyz: catalog loaded", (ready.get("catalog") or {}).get("tools", 0) >= 6, ready)
+        check("readyz: ready", ready.get("ready") is True, ready)
+        catalog = ready.get("catalog") or {}
+        check("readyz: every tool of e2e/pod-values.yaml loaded",
+              catalog.get("tools") == CATALOG_TOOLS and catalog.get("excluded_tools") == 0, catalog)
         check("readyz: sessions in Redis", (ready.get("session_store") or {}).get("backend") == "redis"
               and ready["session_store"].get("ok") is True, ready)
 
@@ -390,6 +425,7 @@ async def main():
         legacy, handle = await sessions_before(url)
         restart_gateway(base, opts.ready_timeout)
         await sessions_after(url, legacy, handle)
+        await socket_tampering(url)
     except Exception as e:  # noqa: BLE001 - reported as a failure with the pods' logs
         check("run", False, repr(e))
     finally:
