@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::env::{build_env, parse_dotenv, prepend_pythonpath};
+use crate::env::{EnvSpec, build_env, parse_dotenv, prepend_pythonpath};
 use crate::key::tool_key;
 use crate::spec::check_name;
 use crate::tool::{Param, ParamType, Tool, ToolKind};
@@ -74,16 +75,46 @@ pub struct Failure {
     pub error: IntrospectError,
 }
 
-/// Runs introspection batches: the deployment's env floor and the gateway's environment
+/// Runs introspection batches: the deployment's env floor and the spawning environment
 /// decide what the interpreter sees, exactly as at execution time.
 #[derive(Debug, Clone)]
 pub struct Introspector {
     /// Names of the env floor (the deployment's `env_floor`).
     pub floor: Vec<String>,
-    /// The gateway's environment: the source of the floor and of `env_passthrough`.
+    /// The gateway's environment: the source of the floor and of `env_passthrough` when
+    /// the interpreter runs here (no [`Self::runner`]).
     pub parent_env: Vec<(String, String)>,
     /// How long one interpreter run may take before its process group is killed.
     pub timeout: Duration,
+    /// Where the interpreter runs instead of here: the gateway's runtime (the executor
+    /// container in Kubernetes mode), so importing a tool's module never runs code beside
+    /// the gateway's credentials, and the floor comes from that runtime's environment.
+    pub runner: Option<Arc<dyn RunInterpreter>>,
+}
+
+/// Runs an introspection interpreter in another runtime. Blocking: called from the
+/// blocking threads introspection runs on.
+pub trait RunInterpreter: Send + Sync + std::fmt::Debug {
+    /// Runs `python` (a name looked up on the resolved `PATH`, or a path) with `args` in
+    /// `cwd` (`None`: the runtime's) with the environment `env`; the interpreter's stdout,
+    /// or why it failed.
+    fn run(
+        &self,
+        python: &str,
+        args: &[&str],
+        cwd: Option<&Path>,
+        env: EnvSpec,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, RunInterpreterError>;
+}
+
+/// Why [`RunInterpreter::run`] produced no output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunInterpreterError {
+    NoInterpreter,
+    Cwd(PathBuf),
+    /// Did not start, failed, or timed out: stderr or a reason.
+    Failed(String),
 }
 
 impl Default for Introspector {
@@ -95,6 +126,7 @@ impl Default for Introspector {
                 .collect(),
             parent_env: std::env::vars().collect(),
             timeout: Duration::from_secs(60),
+            runner: None,
         }
     }
 }
@@ -150,23 +182,11 @@ impl Introspector {
         tool: &Tool,
         cwd: &Path,
     ) -> Result<BTreeMap<String, String>, IntrospectError> {
-        let file_vars = match &tool.env_file {
-            None => vec![],
-            Some(path) => {
-                let err = |reason: String| IntrospectError::EnvFile {
-                    place: tool.source.clone(),
-                    path: path.clone(),
-                    reason,
-                };
-                let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-                parse_dotenv(&text).map_err(|e| err(e.to_string()))?
-            }
-        };
         let mut env = build_env(
             tool,
             &self.parent_env,
             &self.floor,
-            &file_vars,
+            &self.env_file(tool)?,
             &[],
             &Map::new(),
         );
@@ -177,6 +197,20 @@ impl Introspector {
         );
         env.insert("PYTHONPATH".into(), pythonpath);
         Ok(env)
+    }
+
+    /// The tool's dotenv pairs.
+    fn env_file(&self, tool: &Tool) -> Result<Vec<(String, String)>, IntrospectError> {
+        let Some(path) = &tool.env_file else {
+            return Ok(vec![]);
+        };
+        let err = |reason: String| IntrospectError::EnvFile {
+            place: tool.source.clone(),
+            path: path.clone(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        parse_dotenv(&text).map_err(|e| err(e.to_string()))
     }
 
     /// Introspects the `pending` tools and fills in what their entries left out: params
@@ -257,6 +291,59 @@ impl Introspector {
             unreachable!("batches hold fn tools only")
         };
         let python = python.as_deref().unwrap_or(DEFAULT_PYTHON);
+        let paths: Vec<&str> = members
+            .iter()
+            .map(|&i| match &tools[i].kind {
+                ToolKind::Fn { path, .. } => path.as_str(),
+                _ => "",
+            })
+            .collect();
+        let output = match &self.runner {
+            Some(runner) => self.run_elsewhere(runner.as_ref(), first, python, &paths)?,
+            None => self.run_here(first, python, &paths)?,
+        };
+        let reports: Vec<Report> =
+            serde_json::from_slice(&output).map_err(|e| IntrospectError::Output {
+                place: place.clone(),
+                reason: e.to_string(),
+            })?;
+        if reports.len() != members.len() {
+            return Err(IntrospectError::Output {
+                place,
+                reason: format!("{} reports for {} callables", reports.len(), members.len()),
+            });
+        }
+        Ok(reports)
+    }
+
+    /// The interpreter run through [`Self::runner`]: the env layers that come from the
+    /// runtime's own environment (floor, passthrough) are added there.
+    fn run_elsewhere(
+        &self,
+        runner: &dyn RunInterpreter,
+        first: &Tool,
+        python: &str,
+        paths: &[&str],
+    ) -> Result<Vec<u8>, IntrospectError> {
+        let place = first.source.clone();
+        let mut set = build_env(first, &[], &self.floor, &self.env_file(first)?, &[], &Map::new());
+        set.remove("MCC_CTX");
+        let spec = EnvSpec::for_tool(first, &self.floor, set);
+        let args = runner_args("introspect", paths.iter().copied());
+        runner
+            .run(python, &args, first.cwd.as_deref(), spec, self.timeout)
+            .map_err(|e| match e {
+                RunInterpreterError::NoInterpreter => IntrospectError::NoInterpreter {
+                    place,
+                    python: python.to_string(),
+                },
+                RunInterpreterError::Cwd(path) => IntrospectError::Cwd { place, path },
+                RunInterpreterError::Failed(stderr) => IntrospectError::Subprocess { place, stderr },
+            })
+    }
+
+    fn run_here(&self, first: &Tool, python: &str, paths: &[&str]) -> Result<Vec<u8>, IntrospectError> {
+        let place = first.source.clone();
         let cwd = match &first.cwd {
             Some(c) => c.clone(),
             None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -273,14 +360,7 @@ impl Introspector {
                     python: python.to_string(),
                 }
             })?;
-        let paths: Vec<&str> = members
-            .iter()
-            .map(|&i| match &tools[i].kind {
-                ToolKind::Fn { path, .. } => path.as_str(),
-                _ => "",
-            })
-            .collect();
-        let output = run_with_timeout(
+        run_with_timeout(
             Command::new(&interpreter)
                 .args(runner_args("introspect", paths.iter().copied()))
                 .current_dir(&cwd)
@@ -288,22 +368,7 @@ impl Introspector {
                 .envs(&env),
             self.timeout,
         )
-        .map_err(|stderr| IntrospectError::Subprocess {
-            place: place.clone(),
-            stderr,
-        })?;
-        let reports: Vec<Report> =
-            serde_json::from_slice(&output).map_err(|e| IntrospectError::Output {
-                place: place.clone(),
-                reason: e.to_string(),
-            })?;
-        if reports.len() != members.len() {
-            return Err(IntrospectError::Output {
-                place,
-                reason: format!("{} reports for {} callables", reports.len(), members.len()),
-            });
-        }
-        Ok(reports)
+        .map_err(|stderr| IntrospectError::Subprocess { place, stderr })
     }
 }
 

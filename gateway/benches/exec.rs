@@ -2,10 +2,13 @@
 //! through [`Engine::execute`] and the same command line run by a bare `/bin/sh -c`
 //! (tokio `Command`, which std starts with posix_spawn, given the same env floor),
 //! sequentially and with 8 calls in flight, interleaved so both see the same machine.
-//! Prints a Markdown report.
+//! Then the executor hop: the same engine with the executor runtime (a real
+//! `mcc-executor serve` process on a Unix socket) against the in-process runtime,
+//! interleaved. Prints a Markdown report.
 //!
-//! `cargo bench -p mcc-gateway --bench exec` (release). `MCC_BENCH_ITERS` sets the number
-//! of calls per series (default 2000).
+//! `cargo build --release -p mcc-executor && cargo bench -p mcc-gateway --bench exec`
+//! (release). `MCC_BENCH_ITERS` sets the number of calls per series (default 2000);
+//! `MCC_EXECUTOR_BIN` the executor binary (default: beside this bench's target dir).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,12 +32,16 @@ fn tool(limits: Value) -> Tool {
 }
 
 fn engine() -> Engine {
+    engine_with(Arc::new(mcc_executor::InProcess::from_environment()))
+}
+
+fn engine_with(runtime: Arc<dyn mcc_executor::Runtime>) -> Engine {
     Engine::new(EngineSettings {
         env_floor: mcc_catalog::env::DEFAULT_FLOOR
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        runtime: std::sync::Arc::new(mcc_executor::InProcess::from_environment()),
+        runtime,
         max_output_bytes: 5_000_000,
         debug: false,
         default_timeout: None,
@@ -188,5 +195,62 @@ fn main() {
             "{IN_FLIGHT}-in-flight series wall time (engine and bare calls interleaved): {:.2} s",
             wall.as_secs_f64()
         );
+        executor_hop(&engine, &plain, iters).await;
     });
+}
+
+/// The executor binary: `MCC_EXECUTOR_BIN`, else `mcc-executor` in the directory above
+/// this bench's (`target/release/deps/exec-…` → `target/release/mcc-executor`).
+fn executor_bin() -> Option<std::path::PathBuf> {
+    if let Ok(bin) = std::env::var("MCC_EXECUTOR_BIN") {
+        return Some(bin.into());
+    }
+    let me = std::env::current_exe().ok()?;
+    let bin = me.parent()?.parent()?.join("mcc-executor");
+    bin.is_file().then_some(bin)
+}
+
+/// In-process engine against the executor engine, alternating calls.
+async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
+    let Some(bin) = executor_bin() else {
+        println!("\nexecutor hop: SKIPPED (build mcc-executor in release, or set MCC_EXECUTOR_BIN)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("mcc-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    let socket = dir.join("executor.sock");
+    let mut child = std::process::Command::new(&bin)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("mcc-executor starts");
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let via_executor = engine_with(Arc::new(mcc_executor::ExecutorClient::new(&socket)));
+    let (mut x, mut l) = (Series::default(), Series::default());
+    for i in 0..iters + 100 {
+        let (tx, tl) = (
+            via_engine(&via_executor, tool).await,
+            via_engine(in_process, tool).await,
+        );
+        if i >= 100 {
+            x.0.push(tx);
+            l.0.push(tl);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    println!();
+    println!("| runtime | p50 ms | p99 ms |");
+    println!("| --- | ---: | ---: |");
+    println!("| in-process, {iters} calls | {} | {} |", ms(l.percentile(0.5)), ms(l.percentile(0.99)));
+    println!("| executor socket, {iters} calls | {} | {} |", ms(x.percentile(0.5)), ms(x.percentile(0.99)));
+    println!();
+    println!(
+        "executor hop: +{:.3} ms p50 (target: at most +0.15 ms)",
+        (x.percentile(0.5).as_secs_f64() - l.percentile(0.5).as_secs_f64()) * 1000.0
+    );
 }

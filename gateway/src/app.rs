@@ -15,7 +15,9 @@ use crate::catalog::{self, LiveCatalog};
 use crate::config::{CatalogSource, SessionBackend, Settings};
 use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
+use crate::exec::introspect::RuntimeInterpreter;
 use crate::exec::{Engine, EngineSettings};
+use mcc_executor::Runtime;
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::{RedisSessionRegistry, RegistryError};
@@ -88,12 +90,16 @@ async fn build_from_files(
 ) -> Result<Gateway, StartError> {
     let entries = settings.tools.clone();
     let users = settings.users_file.clone();
-    let catalog = tokio::task::spawn_blocking(move || LiveCatalog::load(entries, users))
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+    let runtime = settings.execution.build(settings.catalog.source);
+    // Importing a tool's module runs its code: through the runtime, like a call.
+    let introspector = RuntimeInterpreter::introspector(runtime.clone(), &settings.env_floor);
+    let catalog =
+        tokio::task::spawn_blocking(move || LiveCatalog::load(entries, users, introspector))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
     let catalog = Arc::new(catalog);
     let search = search_service(settings, &catalog).await?;
-    build_with_catalog(settings, catalog, search, shutdown)
+    build_parts(settings, catalog, search, shutdown, None, runtime)
 }
 
 /// Kubernetes mode: not ready (`/readyz`) until the first catalog document is installed.
@@ -125,7 +131,8 @@ async fn build_for_kubernetes(
             crate::kube::env::DEFAULT_TTL,
         )),
     };
-    let mut gateway = build_parts(settings, catalog, search, shutdown, Some(kube))?;
+    let runtime = settings.execution.build(settings.catalog.source);
+    let mut gateway = build_parts(settings, catalog, search, shutdown, Some(kube), runtime)?;
     gateway.watch = Watch::Kubernetes { client, configmap };
     Ok(gateway)
 }
@@ -154,7 +161,8 @@ pub fn build_with_catalog(
     search: SearchService,
     shutdown: CancellationToken,
 ) -> Result<Gateway, StartError> {
-    build_parts(settings, catalog, search, shutdown, None)
+    let runtime = settings.execution.build(settings.catalog.source);
+    build_parts(settings, catalog, search, shutdown, None, runtime)
 }
 
 /// What Kubernetes mode adds: ServiceAccount token checks and reference resolution.
@@ -170,6 +178,7 @@ fn build_parts(
     search: SearchService,
     shutdown: CancellationToken,
     kube: Option<KubeParts>,
+    runtime: Arc<dyn Runtime>,
 ) -> Result<Gateway, StartError> {
     let sessions = SessionStore::from_settings(&settings.session)?;
     let registry: Option<Arc<dyn McpSessionStore>> = match settings.session.backend {
@@ -189,7 +198,7 @@ fn build_parts(
         SessionBackend::Memory => None,
     };
     let engine = Engine::new(EngineSettings {
-        runtime: settings.execution.build(settings.catalog.source),
+        runtime,
         env_floor: settings.env_floor.clone(),
         max_output_bytes: settings.server.response_max_size,
         debug: settings.debug,
@@ -266,7 +275,11 @@ impl Gateway {
                     self.catalog.clone(),
                     client,
                     configmap,
-                    mcc_catalog::introspect::Introspector::default(),
+                    // Importing a tool's module runs its code: in the executor, like a call.
+                    RuntimeInterpreter::introspector(
+                        self.shared.engine.settings().runtime.clone(),
+                        &self.shared.engine.settings().env_floor,
+                    ),
                     shutdown.clone(),
                     rebuild_search,
                 ));

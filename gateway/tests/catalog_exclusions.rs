@@ -366,6 +366,7 @@ fn the_shipped_examples_load_with_nothing_left_out() {
     let live = LiveCatalog::load(
         vec!["examples/".to_string()],
         Some(root.join("examples/users/users.yaml")),
+        mcc_catalog::introspect::Introspector::default(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let status = live.status();

@@ -77,17 +77,21 @@ pub struct LiveCatalog {
     /// The files as they were just before the first load read them: the watcher starts
     /// from here, so an edit made while the gateway was starting is not missed.
     loaded: Fingerprint,
+    /// File mode's fn introspection (through the gateway's runtime).
+    introspector: Introspector,
 }
 
 impl LiveCatalog {
     /// Loads the initial catalog from files; an error here stops startup. Tools that
     /// cannot be introspected are left out, not fatal.
+    /// `introspector` runs fn introspection at this load and every reload.
     pub fn load(
         tool_entries: Vec<String>,
         users_file: Option<PathBuf>,
+        introspector: Introspector,
     ) -> Result<Self, CatalogError> {
         let before = files::fingerprint(&tool_entries, users_file.as_deref());
-        let tools = files::load_tools(&tool_entries, &introspector())?;
+        let tools = files::load_tools(&tool_entries, &introspector)?;
         let users = match users_file.as_deref() {
             Some(path) => users::load_users(path)?,
             None => Users::default(),
@@ -95,6 +99,7 @@ impl LiveCatalog {
         let catalog = Catalog::new(tools.tools, users.directory.users().to_vec());
         let mut live = Self::with_catalog(catalog, tool_entries, users_file);
         live.loaded = before;
+        live.introspector = introspector;
         live.state_mut().status.excluded_tools = tools.excluded.len();
         live.install_users(users);
         Ok(live)
@@ -127,6 +132,7 @@ impl LiveCatalog {
             tool_entries,
             users_file,
             loaded,
+            introspector: Introspector::default(),
         }
     }
 
@@ -230,7 +236,7 @@ impl LiveCatalog {
 
     /// Reloads the tool files. Blocking (runs introspection).
     pub fn reload_tools(&self) -> Result<(), String> {
-        let loaded = files::load_tools(&self.tool_entries, &introspector()).map(|tools| {
+        let loaded = files::load_tools(&self.tool_entries, &self.introspector).map(|tools| {
             let catalog = Catalog::new(tools.tools, vec![]);
             self.install_tools(catalog, tools.excluded.len(), None)
         });
@@ -272,10 +278,6 @@ impl LiveCatalog {
     }
 }
 
-/// The introspector of file mode: the gateway's own environment and default timeout.
-fn introspector() -> Introspector {
-    Introspector::default()
-}
 
 #[cfg(test)]
 mod tests {
@@ -296,7 +298,7 @@ mod tests {
             "t.yaml",
             "tools:\n  - name: one\n    exec: echo 1\n",
         );
-        let live = LiveCatalog::load(vec![file.display().to_string()], None).unwrap();
+        let live = LiveCatalog::load(vec![file.display().to_string()], None, Introspector::default()).unwrap();
         assert!(live.snapshot().tool("one").is_some());
         let before = live.fingerprint();
 
@@ -334,7 +336,7 @@ mod tests {
         );
         let users = write(dir.path(), "u.yaml", "users:\n  - username: zed\n");
         let live =
-            LiveCatalog::load(vec![tools.display().to_string()], Some(users.clone())).unwrap();
+            LiveCatalog::load(vec![tools.display().to_string()], Some(users.clone()), Introspector::default()).unwrap();
         std::fs::write(&users, "users:\n  - username: zed\n  - username: zed\n").unwrap();
         std::fs::write(&tools, "tools:\n  - name: two\n    exec: echo\n").unwrap();
         let e = live.reload().unwrap_err();
@@ -372,7 +374,7 @@ mod tests {
                 dir.path().display()
             ),
         );
-        let live = LiveCatalog::load(vec![file.display().to_string()], None).unwrap();
+        let live = LiveCatalog::load(vec![file.display().to_string()], None, Introspector::default()).unwrap();
         let metrics = Metrics::new();
         live.attach_metrics(&metrics);
         let snapshot = live.snapshot();

@@ -16,6 +16,7 @@ pub mod audit;
 pub mod cache;
 pub mod command;
 pub mod environment;
+pub mod introspect;
 pub mod limits;
 pub mod params;
 pub mod python;
