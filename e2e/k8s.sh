@@ -124,11 +124,17 @@ kubectl -n agents delete usergrant intruder
 step "a gateway serves the published catalog (run here, out of cluster, with alice's API key)"
 port=${MCC_E2E_GATEWAY_PORT:-18080}
 key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey}' | base64 -d)
-cargo build -q -p mcc-gateway
+cargo build -q -p mcc-gateway -p mcc-executor
+bin="${CARGO_TARGET_DIR:-target}/debug"
+# Kubernetes mode runs tools in the executor (in a pod: the gateway pod's second container).
+run_dir=$(mktemp -d)
+"$bin/mcc-executor" serve --socket "$run_dir/executor.sock" >/tmp/mcc-e2e-executor.log 2>&1 &
+executor=$!
 MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
-  MCC_SERVER__PORT="$port" target/debug/mcc-gateway serve >/tmp/mcc-e2e-gateway.log 2>&1 &
+  MCC_EXECUTION__EXECUTOR_SOCKET="$run_dir/executor.sock" \
+  MCC_SERVER__PORT="$port" "$bin/mcc-gateway" serve >/tmp/mcc-e2e-gateway.log 2>&1 &
 gateway=$!
-trap 'kill $gateway 2>/dev/null || true' EXIT
+trap 'kill $gateway $executor 2>/dev/null || true; rm -rf "$run_dir"' EXIT
 deadline=$((SECONDS + TIMEOUT))
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
   [ $SECONDS -lt $deadline ] || fail "the gateway never became ready: $(tail -5 /tmp/mcc-e2e-gateway.log)"
