@@ -9,7 +9,8 @@
 //! - [`client`] and [`server`]: the same trait across a Unix socket. The `mcc-executor`
 //!   binary serves [`InProcess`] from its own container (no ServiceAccount token, none of
 //!   the gateway's environment, no view of its processes); [`ExecutorClient`] is the
-//!   gateway's side. [`wire`] is the framing both speak.
+//!   gateway's side. [`wire`] is the framing both speak; [`reaper`] collects orphaned
+//!   tool processes when the executor is its container's PID 1.
 //!
 //! What a tool is, how its command is rendered and what its output means belong to the
 //! gateway; this crate only runs a prepared [`Request`].
@@ -17,6 +18,7 @@
 pub mod client;
 pub mod limits;
 pub mod process;
+pub mod reaper;
 pub mod runtime;
 pub mod server;
 pub mod wire;

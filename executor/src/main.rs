@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mcc_executor::runtime::Runtime as _;
-use mcc_executor::{ExecutorClient, InProcess, server};
+use mcc_executor::{ExecutorClient, InProcess, reaper, server};
 
 #[derive(Parser)]
 #[command(
@@ -71,6 +71,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             // its memory and environment through /proc.
             // SAFETY: prctl(PR_SET_DUMPABLE) takes plain integers and touches no memory.
             unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+            // SAFETY: getpid has no preconditions.
+            if unsafe { libc::getpid() } == 1 {
+                tokio::spawn(reaper::run(std::time::Duration::from_secs(1)));
+            }
             let listener = server::bind(&socket)
                 .with_context(|| format!("cannot listen on {}", socket.display()))?;
             tracing::info!(socket = %socket.display(), "executor listening");

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
 use crate::limits::Rlimits;
+use crate::reaper::Spawned;
 
 /// How long the pipes may stay open after the main process is gone (and its group has
 /// been killed): only a process that left the group (`setsid`) can hold them that long.
@@ -94,7 +95,11 @@ pub struct Finished {
 /// Spawns `spec` and runs it to its end. An `Err` means the process could not be started.
 pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
     let started = Instant::now();
-    let mut child = command(spec).spawn()?;
+    let (mut child, _registered) = Spawned::register(|| {
+        let child = command(spec).spawn()?;
+        let pid = child.id();
+        Ok((child, pid))
+    })?;
     let group = GroupKill(child.id().map(|pid| pid as i32));
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
