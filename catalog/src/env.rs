@@ -401,7 +401,10 @@ mod tests {
         let set = build_env(&tool, &[], &floor(), &[], &[], &context);
         let spec = EnvSpec::for_tool(&tool, &floor(), set);
         assert_eq!(spec.resolve(&parent, Path::new("/w")), whole);
-        assert!(!format!("{spec:?}").contains("alice"), "Debug shows no values");
+        assert!(
+            !format!("{spec:?}").contains("alice"),
+            "Debug shows no values"
+        );
 
         tool.kind = ToolKind::Fn {
             path: "m:f".into(),

@@ -326,7 +326,14 @@ impl Introspector {
         paths: &[&str],
     ) -> Result<Vec<u8>, IntrospectError> {
         let place = first.source.clone();
-        let mut set = build_env(first, &[], &self.floor, &self.env_file(first)?, &[], &Map::new());
+        let mut set = build_env(
+            first,
+            &[],
+            &self.floor,
+            &self.env_file(first)?,
+            &[],
+            &Map::new(),
+        );
         set.remove("MCC_CTX");
         let spec = EnvSpec::for_tool(first, &self.floor, set);
         let args = runner_args("introspect", paths.iter().copied());
@@ -338,11 +345,18 @@ impl Introspector {
                     python: python.to_string(),
                 },
                 RunInterpreterError::Cwd(path) => IntrospectError::Cwd { place, path },
-                RunInterpreterError::Failed(stderr) => IntrospectError::Subprocess { place, stderr },
+                RunInterpreterError::Failed(stderr) => {
+                    IntrospectError::Subprocess { place, stderr }
+                }
             })
     }
 
-    fn run_here(&self, first: &Tool, python: &str, paths: &[&str]) -> Result<Vec<u8>, IntrospectError> {
+    fn run_here(
+        &self,
+        first: &Tool,
+        python: &str,
+        paths: &[&str],
+    ) -> Result<Vec<u8>, IntrospectError> {
         let place = first.source.clone();
         let cwd = match &first.cwd {
             Some(c) => c.clone(),

@@ -73,9 +73,11 @@ impl ExecutorClient {
             Err(_) => {}
         }
         self.pin().map_err(|e| self.error(e))?;
-        UnixStream::connect(&self.pinned)
-            .await
-            .map_err(|e| self.error(format!("unreachable ({e}); is the executor container running?")))
+        UnixStream::connect(&self.pinned).await.map_err(|e| {
+            self.error(format!(
+                "unreachable ({e}); is the executor container running?"
+            ))
+        })
     }
 
     /// Links the socket into the gateway's own directory (see the module docs).
@@ -108,7 +110,9 @@ impl ExecutorClient {
             _ => {}
         }
         std::fs::hard_link(&self.socket, &self.pinned).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => "unreachable (no socket yet); is the executor container running?".into(),
+            std::io::ErrorKind::NotFound => {
+                "unreachable (no socket yet); is the executor container running?".into()
+            }
             _ => format!("cannot pin the socket into {}: {e}", dir.display()),
         })
     }
@@ -119,13 +123,18 @@ impl Runtime for ExecutorClient {
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
         let mut stream = self.connect().await?;
         let broken = |e: std::io::Error| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe => {
-                self.error("the executor closed the connection before the tool finished (did it restart?)")
-            }
+            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe => self.error(
+                "the executor closed the connection before the tool finished (did it restart?)",
+            ),
             _ => self.error(e),
         };
-        wire::write_run(&mut stream, request).await.map_err(broken)?;
-        match wire::read_reply(&mut stream, request.max_output).await.map_err(broken)? {
+        wire::write_run(&mut stream, request)
+            .await
+            .map_err(broken)?;
+        match wire::read_reply(&mut stream, request.max_output)
+            .await
+            .map_err(broken)?
+        {
             Ok(Some(finished)) => Ok(finished),
             Ok(None) => Err(self.error("answered a run with a pong")),
             Err(e) => Err(e),
@@ -138,14 +147,20 @@ impl Runtime for ExecutorClient {
             wire::write_ping(&mut stream)
                 .await
                 .map_err(|e| self.error(e))?;
-            match wire::read_reply(&mut stream, 0).await.map_err(|e| self.error(e))? {
+            match wire::read_reply(&mut stream, 0)
+                .await
+                .map_err(|e| self.error(e))?
+            {
                 Ok(None) => Ok(()),
                 _ => Err(self.error("unexpected answer to a ping")),
             }
         };
         match tokio::time::timeout(std::time::Duration::from_secs(2), ping).await {
             Ok(result) => result.map_err(|e| e.to_string()),
-            Err(_) => Err(format!("executor at {}: no answer to a ping within 2 s", self.socket.display())),
+            Err(_) => Err(format!(
+                "executor at {}: no answer to a ping within 2 s",
+                self.socket.display()
+            )),
         }
     }
 }

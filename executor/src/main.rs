@@ -25,7 +25,11 @@ enum Command {
     /// Listen on the socket and run each call the gateway sends. The env floor and
     /// passthrough of every tool draw from this process's environment.
     Serve {
-        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = "/run/mcc/executor.sock")]
+        #[arg(
+            long,
+            env = "MCC_EXECUTOR_SOCKET",
+            default_value = "/run/mcc/executor.sock"
+        )]
         socket: PathBuf,
         /// Calls run at once; more wait.
         #[arg(long, env = "MCC_EXECUTOR_MAX_CALLS", default_value_t = 256)]
@@ -33,7 +37,11 @@ enum Command {
     },
     /// Exit 0 when an executor answers on the socket.
     Probe {
-        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = "/run/mcc/executor.sock")]
+        #[arg(
+            long,
+            env = "MCC_EXECUTOR_SOCKET",
+            default_value = "/run/mcc/executor.sock"
+        )]
         socket: PathBuf,
     },
 }
@@ -41,14 +49,16 @@ enum Command {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcc-executor: cannot start the async runtime: {e}");

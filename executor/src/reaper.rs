@@ -23,7 +23,9 @@ pub struct Spawned(Option<u32>);
 
 impl Spawned {
     /// Runs `spawn` (which returns the child's pid) with the registry locked.
-    pub fn register<T>(spawn: impl FnOnce() -> std::io::Result<(T, Option<u32>)>) -> std::io::Result<(T, Self)> {
+    pub fn register<T>(
+        spawn: impl FnOnce() -> std::io::Result<(T, Option<u32>)>,
+    ) -> std::io::Result<(T, Self)> {
         let mut set = children();
         let (child, pid) = spawn()?;
         if let Some(pid) = pid {
@@ -63,7 +65,11 @@ pub fn reap_orphans() -> usize {
     };
     let mut reaped = 0;
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         if set.contains(&pid) {

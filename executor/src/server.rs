@@ -53,7 +53,7 @@ pub async fn serve(listener: UnixListener, runtime: InProcess, max_calls: usize)
 async fn handle(stream: UnixStream, runtime: &InProcess) {
     let (mut rd, mut wr) = stream.into_split();
     let request = match wire::read_message(&mut rd).await {
-        Ok(Message::Run(request)) => request,
+        Ok(Message::Run(request)) => *request,
         Ok(Message::Ping) => {
             let _ = wire::write_pong(&mut wr).await;
             return;

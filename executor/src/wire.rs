@@ -25,7 +25,7 @@ const NO_FRAME: u32 = u32::MAX;
 /// What the gateway asks.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Message {
-    Run(Request),
+    Run(Box<Request>),
     /// Readiness and the `probe` command: answered with [`Reply::Pong`].
     Ping,
 }
@@ -52,7 +52,10 @@ fn frame(buf: &mut Vec<u8>, bytes: Option<&[u8]>) {
     }
 }
 
-async fn read_frame(r: &mut (impl AsyncRead + Unpin), max: usize) -> std::io::Result<Option<Vec<u8>>> {
+async fn read_frame(
+    r: &mut (impl AsyncRead + Unpin),
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
     let len = r.read_u32().await?;
     if len == NO_FRAME {
         return Ok(None);
@@ -69,8 +72,12 @@ async fn read_frame(r: &mut (impl AsyncRead + Unpin), max: usize) -> std::io::Re
     Ok(Some(bytes))
 }
 
-async fn read_json<T: for<'de> Deserialize<'de>>(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<T> {
-    let bytes = read_frame(r, MAX_HEADER).await?.ok_or_else(|| invalid("missing header"))?;
+async fn read_json<T: for<'de> Deserialize<'de>>(
+    r: &mut (impl AsyncRead + Unpin),
+) -> std::io::Result<T> {
+    let bytes = read_frame(r, MAX_HEADER)
+        .await?
+        .ok_or_else(|| invalid("missing header"))?;
     serde_json::from_slice(&bytes).map_err(|e| invalid(&format!("bad header: {e}")))
 }
 
@@ -86,7 +93,10 @@ enum MessageRef<'a> {
 }
 
 /// Sends a run and its stdin in one write.
-pub async fn write_run(w: &mut (impl AsyncWrite + Unpin), request: &Request) -> std::io::Result<()> {
+pub async fn write_run(
+    w: &mut (impl AsyncWrite + Unpin),
+    request: &Request,
+) -> std::io::Result<()> {
     write(w, &MessageRef::Run(request), request.stdin.as_deref()).await
 }
 
@@ -129,11 +139,19 @@ pub async fn write_reply(
                 stderr_total: f.stderr.total,
             };
             frame(&mut buf, Some(&serde_json::to_vec(&header)?));
-            for bytes in [&f.stdout.bytes, &f.stdout.tail, &f.stderr.bytes, &f.stderr.tail] {
+            for bytes in [
+                &f.stdout.bytes,
+                &f.stdout.tail,
+                &f.stderr.bytes,
+                &f.stderr.tail,
+            ] {
                 frame(&mut buf, Some(bytes));
             }
         }
-        Err(e) => frame(&mut buf, Some(&serde_json::to_vec(&Reply::Failed(e.clone()))?)),
+        Err(e) => frame(
+            &mut buf,
+            Some(&serde_json::to_vec(&Reply::Failed(e.clone()))?),
+        ),
     }
     w.write_all(&buf).await?;
     w.flush().await

@@ -11,14 +11,20 @@ use mcc_executor::reaper;
 
 fn zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')))
+        .map(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
 #[tokio::test]
 async fn escaped_orphans_are_reaped_and_running_tools_are_not() {
     // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes integers only.
-    assert_eq!(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }, 0);
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
+        0
+    );
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("escaped.pid");
     let env = BTreeMap::from([("PATH".to_string(), std::env::var("PATH").unwrap())]);
@@ -74,7 +80,13 @@ async fn escaped_orphans_are_reaped_and_running_tools_are_not() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(reaper::reap_orphans() >= 1);
-    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "reaped");
-    let finished = running.await.unwrap().expect("the running tool was left to tokio");
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "reaped"
+    );
+    let finished = running
+        .await
+        .unwrap()
+        .expect("the running tool was left to tokio");
     assert_eq!(finished.stdout.bytes, b"done\n");
 }

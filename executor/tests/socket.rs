@@ -141,7 +141,10 @@ async fn limits_and_timeouts_apply_inside_the_executor() {
     assert_eq!(finished.ending, Ending::Signaled(libc::SIGXFSZ));
 
     let pid_file = dir.path().join("bg.pid");
-    let mut slow = shell(&format!("sleep 30 & echo $! > {}; wait", pid_file.display()));
+    let mut slow = shell(&format!(
+        "sleep 30 & echo $! > {}; wait",
+        pid_file.display()
+    ));
     slow.timeout = Some(Duration::from_millis(300));
     let started = Instant::now();
     let finished = client.run(&slow).await.unwrap();
@@ -157,7 +160,10 @@ async fn a_cancelled_call_kills_the_process_group_in_the_executor() {
     let _executor = Executor::start(&socket, &[]);
     let client = std::sync::Arc::new(ExecutorClient::new(&socket));
     let pid_file = dir.path().join("bg.pid");
-    let request = shell(&format!("sleep 30 & echo $! > {}; wait", pid_file.display()));
+    let request = shell(&format!(
+        "sleep 30 & echo $! > {}; wait",
+        pid_file.display()
+    ));
     let call = tokio::spawn({
         let client = client.clone();
         async move { client.run(&request).await }
@@ -182,7 +188,11 @@ async fn a_slow_tool_never_blocks_other_calls() {
         let finished = client.run(&shell(&format!("echo {i}"))).await.unwrap();
         assert_eq!(out(&finished), format!("{i}\n"));
     }
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(out(&slow.await.unwrap().unwrap()), "slow\n");
 }
 
@@ -208,7 +218,12 @@ async fn the_environment_comes_from_the_executor_never_the_gateway() {
     assert!(env.contains("HOME=/home/executor\n"), "{env}");
     assert!(env.contains("EXECUTOR_EXTRA=x\n"), "{env}");
     assert!(env.contains("MCC_CTX_USER=alice\n"), "{env}");
-    for absent in ["GATEWAY_ONLY_SECRET", "REDIS_URL", "MCC_AUTH", "MCC_EXECUTOR_SOCKET"] {
+    for absent in [
+        "GATEWAY_ONLY_SECRET",
+        "REDIS_URL",
+        "MCC_AUTH",
+        "MCC_EXECUTOR_SOCKET",
+    ] {
         assert!(!env.contains(absent), "{absent} leaked: {env}");
     }
 }
@@ -243,16 +258,25 @@ async fn a_tool_that_replaces_the_socket_path_does_not_receive_later_calls() {
     let (dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
     let client = ExecutorClient::new(&socket);
-    assert_eq!(out(&client.run(&shell("echo first")).await.unwrap()), "first\n");
+    assert_eq!(
+        out(&client.run(&shell("echo first")).await.unwrap()),
+        "first\n"
+    );
     // A tool of the executor's user swaps the shared path for its own listener.
     std::fs::remove_file(&socket).unwrap();
     let impostor = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     impostor.set_nonblocking(true).unwrap();
-    assert_eq!(out(&client.run(&shell("echo second")).await.unwrap()), "second\n");
+    assert_eq!(
+        out(&client.run(&shell("echo second")).await.unwrap()),
+        "second\n"
+    );
     assert!(impostor.accept().is_err(), "the impostor got a connection");
     let pinned = dir.path().join("gateway");
     use std::os::unix::fs::PermissionsExt;
-    assert_eq!(std::fs::metadata(&pinned).unwrap().permissions().mode() & 0o777, 0o755);
+    assert_eq!(
+        std::fs::metadata(&pinned).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
 }
 
 #[tokio::test]
@@ -263,7 +287,10 @@ async fn a_pin_directory_someone_else_can_write_is_refused() {
     std::fs::create_dir(&pinned).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&pinned, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let err = ExecutorClient::new(&socket).run(&shell("true")).await.unwrap_err();
+    let err = ExecutorClient::new(&socket)
+        .run(&shell("true"))
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("writable by no one else"), "{err}");
 }
 

@@ -213,7 +213,9 @@ fn executor_bin() -> Option<std::path::PathBuf> {
 /// In-process engine against the executor engine, alternating calls.
 async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
     let Some(bin) = executor_bin() else {
-        println!("\nexecutor hop: SKIPPED (build mcc-executor in release, or set MCC_EXECUTOR_BIN)");
+        println!(
+            "\nexecutor hop: SKIPPED (build mcc-executor in release, or set MCC_EXECUTOR_BIN)"
+        );
         return;
     };
     let dir = std::env::temp_dir().join(format!("mcc-bench-{}", std::process::id()));
@@ -246,8 +248,16 @@ async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
     println!();
     println!("| runtime | p50 ms | p99 ms |");
     println!("| --- | ---: | ---: |");
-    println!("| in-process, {iters} calls | {} | {} |", ms(l.percentile(0.5)), ms(l.percentile(0.99)));
-    println!("| executor socket, {iters} calls | {} | {} |", ms(x.percentile(0.5)), ms(x.percentile(0.99)));
+    println!(
+        "| in-process, {iters} calls | {} | {} |",
+        ms(l.percentile(0.5)),
+        ms(l.percentile(0.99))
+    );
+    println!(
+        "| executor socket, {iters} calls | {} | {} |",
+        ms(x.percentile(0.5)),
+        ms(x.percentile(0.99))
+    );
     println!();
     println!(
         "executor hop: +{:.3} ms p50 (target: at most +0.15 ms)",

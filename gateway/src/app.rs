@@ -17,13 +17,13 @@ use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
 use crate::exec::introspect::RuntimeInterpreter;
 use crate::exec::{Engine, EngineSettings};
-use mcc_executor::Runtime;
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::{RedisSessionRegistry, RegistryError};
 use crate::metrics::Metrics;
 use crate::search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
+use mcc_executor::Runtime;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]

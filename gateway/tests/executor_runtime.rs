@@ -57,7 +57,10 @@ async fn tools_run_in_the_executor_with_its_environment() {
     let client = legacy(&server.url, TestClient::plain()).await;
 
     let echo = json!({"key": "public.echo", "params": {"message": "through the socket"}});
-    assert_eq!(call_text(&client, "execute", echo.clone()).await, "through the socket");
+    assert_eq!(
+        call_text(&client, "execute", echo.clone()).await,
+        "through the socket"
+    );
     let env = call_text(&client, "execute", json!({"key": "public.env"})).await;
     assert!(env.contains("HOME=/home/executor"), "{env}");
     assert!(env.contains("EXECUTOR_ONLY=e"), "{env}");
@@ -66,7 +69,11 @@ async fn tools_run_in_the_executor_with_its_environment() {
         assert!(!env.contains(leaked), "{leaked} reached the tool: {env}");
     }
     let (status, detail) = ready(&server.base).await;
-    assert_eq!((status, &detail["runtime"]["ok"]), (200, &json!(true)), "{detail}");
+    assert_eq!(
+        (status, &detail["runtime"]["ok"]),
+        (200, &json!(true)),
+        "{detail}"
+    );
 
     // The executor goes away: calls fail at once, naming it; readiness says why.
     serving.abort();
@@ -76,16 +83,31 @@ async fn tools_run_in_the_executor_with_its_environment() {
     let r = call(&client, "execute", echo.clone()).await;
     let message = text(&r);
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
-    assert!(message.contains("executor at") && message.contains("unreachable"), "{message}");
+    assert!(
+        message.contains("executor at") && message.contains("unreachable"),
+        "{message}"
+    );
     let (status, detail) = ready(&server.base).await;
     assert_eq!(status, 503, "{detail}");
-    assert!(detail["runtime"]["error"].as_str().unwrap().contains("executor"), "{detail}");
+    assert!(
+        detail["runtime"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("executor"),
+        "{detail}"
+    );
     // Nothing else stopped.
-    assert_eq!(call_text(&client, "get_session", json!({"name": "user"})).await, "\"alice\"");
+    assert_eq!(
+        call_text(&client, "get_session", json!({"name": "user"})).await,
+        "\"alice\""
+    );
 
     // Back: the next call works without restarting the gateway.
     let _serving = executor(&socket);
-    assert_eq!(call_text(&client, "execute", echo).await, "through the socket");
+    assert_eq!(
+        call_text(&client, "execute", echo).await,
+        "through the socket"
+    );
     assert_eq!(ready(&server.base).await.0, 200);
     server.stop().await;
 }

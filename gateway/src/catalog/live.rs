@@ -278,7 +278,6 @@ impl LiveCatalog {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,7 +297,12 @@ mod tests {
             "t.yaml",
             "tools:\n  - name: one\n    exec: echo 1\n",
         );
-        let live = LiveCatalog::load(vec![file.display().to_string()], None, Introspector::default()).unwrap();
+        let live = LiveCatalog::load(
+            vec![file.display().to_string()],
+            None,
+            Introspector::default(),
+        )
+        .unwrap();
         assert!(live.snapshot().tool("one").is_some());
         let before = live.fingerprint();
 
@@ -335,8 +339,12 @@ mod tests {
             "tools:\n  - name: one\n    exec: echo\n",
         );
         let users = write(dir.path(), "u.yaml", "users:\n  - username: zed\n");
-        let live =
-            LiveCatalog::load(vec![tools.display().to_string()], Some(users.clone()), Introspector::default()).unwrap();
+        let live = LiveCatalog::load(
+            vec![tools.display().to_string()],
+            Some(users.clone()),
+            Introspector::default(),
+        )
+        .unwrap();
         std::fs::write(&users, "users:\n  - username: zed\n  - username: zed\n").unwrap();
         std::fs::write(&tools, "tools:\n  - name: two\n    exec: echo\n").unwrap();
         let e = live.reload().unwrap_err();
@@ -374,7 +382,12 @@ mod tests {
                 dir.path().display()
             ),
         );
-        let live = LiveCatalog::load(vec![file.display().to_string()], None, Introspector::default()).unwrap();
+        let live = LiveCatalog::load(
+            vec![file.display().to_string()],
+            None,
+            Introspector::default(),
+        )
+        .unwrap();
         let metrics = Metrics::new();
         live.attach_metrics(&metrics);
         let snapshot = live.snapshot();

@@ -90,13 +90,19 @@ impl ExecutionSettings {
             if let Some(v) = value
                 && !(v.is_finite() && v > 0.0 && v < 1e9)
             {
-                return Err((key, format!("must be a positive number of seconds, got {v}")));
+                return Err((
+                    key,
+                    format!("must be a positive number of seconds, got {v}"),
+                ));
             }
         }
         if self.runtime_for(source) == RuntimeKind::Executor
             && self.executor_socket.as_os_str().is_empty()
         {
-            return Err(("execution.executor_socket", "required by the executor runtime".into()));
+            return Err((
+                "execution.executor_socket",
+                "required by the executor runtime".into(),
+            ));
         }
         Ok(())
     }

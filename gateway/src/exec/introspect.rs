@@ -68,7 +68,11 @@ impl RunInterpreter for RuntimeInterpreter {
                 RunError::Cwd { path } => RunInterpreterError::Cwd(path),
                 e => RunInterpreterError::Failed(e.to_string()),
             })?;
-        let stderr = || String::from_utf8_lossy(&finished.stderr.bytes).trim().to_string();
+        let stderr = || {
+            String::from_utf8_lossy(&finished.stderr.bytes)
+                .trim()
+                .to_string()
+        };
         match finished.ending {
             Ending::Exited(0) if !finished.stdout.truncated() => Ok(finished.stdout.bytes),
             Ending::Exited(0) => Err(RunInterpreterError::Failed(format!(
@@ -136,6 +140,10 @@ mod tests {
         let failures = tokio::task::spawn_blocking(move || here.fill_each(&mut tools, &pending))
             .await
             .unwrap();
-        assert_eq!(failures.len(), 1, "without the runtime's variable the import fails");
+        assert_eq!(
+            failures.len(),
+            1,
+            "without the runtime's variable the import fails"
+        );
     }
 }

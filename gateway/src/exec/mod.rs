@@ -452,7 +452,12 @@ impl Engine {
         let input = transform::input(tool, value);
         let request = self.request(SHELL, &shell_args(line), prepared, Some(input));
         let done = self.spawn(tool, &request).await?;
-        Ok(result::shell_outcome(&done, &tool.limits, prepared.timeout, max))
+        Ok(result::shell_outcome(
+            &done,
+            &tool.limits,
+            prepared.timeout,
+            max,
+        ))
     }
 
     /// The tool's timeout, else the deployment's default, never above its maximum.

@@ -15,4 +15,3 @@ pub fn input(tool: &Tool, result: &Value) -> String {
         other => mcc_catalog::pyfmt::json_dumps(other),
     }
 }
-
