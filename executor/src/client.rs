@@ -131,6 +131,7 @@ impl Runtime for ExecutorClient {
         wire::write_run(&mut stream, request)
             .await
             .map_err(broken)?;
+        let mut stream = tokio::io::BufReader::new(stream);
         match wire::read_reply(&mut stream, request.max_output)
             .await
             .map_err(broken)?

@@ -51,7 +51,9 @@ pub async fn serve(listener: UnixListener, runtime: InProcess, max_calls: usize)
 }
 
 async fn handle(stream: UnixStream, runtime: &InProcess) {
-    let (mut rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = stream.into_split();
+    // Frames are read in small pieces: buffer them into few syscalls.
+    let mut rd = tokio::io::BufReader::new(rd);
     let request = match wire::read_message(&mut rd).await {
         Ok(Message::Run(request)) => *request,
         Ok(Message::Ping) => {
