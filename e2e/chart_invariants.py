@@ -17,7 +17,6 @@ from pathlib import Path
 import yaml
 
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-SOCKET_DIR = "/run/mcc"
 METADATA = {"169.254.169.254/32", "fd00:ec2::254/128"}
 
 
@@ -71,9 +70,13 @@ def check_gateway(dep, objs, problems, name):
     ex_uid = (ex.get("securityContext") or {}).get("runAsUser")
     if gw_uid is None or ex_uid is None or gw_uid == ex_uid:
         say(f"gateway uid {gw_uid} and executor uid {ex_uid} must both be set and differ")
-    socket_gw, socket_ex = mounts(gw).get(SOCKET_DIR), mounts(ex).get(SOCKET_DIR)
-    if not socket_gw or socket_gw != socket_ex or "emptyDir" not in volumes.get(socket_gw, {}):
-        say(f"{SOCKET_DIR} is not one emptyDir mounted in both containers")
+    # No writable volume is shared between the two containers: a tool could plant files
+    # (or a fake socket) where the gateway looks.
+    shared = set(mounts(gw).values()) & set(mounts(ex).values())
+    for name in shared:
+        mounted = [m for c in (gw, ex) for m in c.get("volumeMounts", []) if m["name"] == name]
+        if not all(m.get("readOnly") for m in mounted) and "configMap" not in volumes.get(name, {}):
+            say(f"volume {name} is shared writable by the gateway and the executor")
 
     env = env_map(gw)
     value = lambda k: (env.get(k) or {}).get("value")
@@ -81,10 +84,11 @@ def check_gateway(dep, objs, problems, name):
         say("MCC_SERVER__HOST is not 0.0.0.0: the Service could not reach it")
     if value("MCC_EXECUTION__RUNTIME") != "executor":
         say("MCC_EXECUTION__RUNTIME is not executor")
-    if value("MCC_EXECUTION__EXECUTOR_SOCKET") != f"{SOCKET_DIR}/executor.sock":
-        say("MCC_EXECUTION__EXECUTOR_SOCKET is not /run/mcc/executor.sock")
-    if ex.get("args", [])[-1:] != [f"{SOCKET_DIR}/executor.sock"]:
-        say("the executor does not serve on /run/mcc/executor.sock")
+    socket = value("MCC_EXECUTION__EXECUTOR_SOCKET")
+    if not socket or not socket.startswith("@"):
+        say(f"MCC_EXECUTION__EXECUTOR_SOCKET is {socket!r}, not an abstract @name")
+    if ex.get("args", [])[-1:] != [socket]:
+        say(f"the executor does not serve on {socket}")
     try:
         grace = int(value("MCC_EXECUTION__MAX_TIMEOUT_SECS")) + 5
         if spec.get("terminationGracePeriodSeconds") != grace:

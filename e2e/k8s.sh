@@ -127,14 +127,14 @@ key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey
 cargo build -q -p mcc-gateway -p mcc-executor
 bin="${CARGO_TARGET_DIR:-target}/debug"
 # Kubernetes mode runs tools in the executor (in a pod: the gateway pod's second container).
-run_dir=$(mktemp -d)
-"$bin/mcc-executor" serve --socket "$run_dir/executor.sock" >/tmp/mcc-e2e-executor.log 2>&1 &
+socket="@mcc-e2e-k8s-$$"
+"$bin/mcc-executor" serve --socket "$socket" >/tmp/mcc-e2e-executor.log 2>&1 &
 executor=$!
 MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
-  MCC_EXECUTION__EXECUTOR_SOCKET="$run_dir/executor.sock" \
+  MCC_EXECUTION__EXECUTOR_SOCKET="$socket" \
   MCC_SERVER__PORT="$port" "$bin/mcc-gateway" serve >/tmp/mcc-e2e-gateway.log 2>&1 &
 gateway=$!
-trap 'kill $gateway $executor 2>/dev/null || true; rm -rf "$run_dir"' EXIT
+trap 'kill $gateway $executor 2>/dev/null || true' EXIT
 deadline=$((SECONDS + TIMEOUT))
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
   [ $SECONDS -lt $deadline ] || fail "the gateway never became ready: $(tail -5 /tmp/mcc-e2e-gateway.log)"

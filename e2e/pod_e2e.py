@@ -356,8 +356,8 @@ def executor_container_checks():
 
 
 async def socket_tampering(url):
-    """Last: a tool moves the executor socket and the gateway's socket directory aside and
-    listens in their place; the gateway's next calls must still reach the real executor."""
+    """Last: a tool tries to take the executor's socket name and listen there; the bind
+    must fail and the gateway's next calls must still reach the real executor."""
     async with client(url, "2026-07-28") as c:
         notes = await execute(c, "e2e.tamper_socket")
         print(f"     tamper_socket: {notes.strip()}")
@@ -365,6 +365,7 @@ async def socket_tampering(url):
     check("after a tool's socket tampering, calls still reach the executor",
           [e.strip() for e in echoed] == [f"after tampering {i}" for i in range(3)], echoed)
     ran = notes.startswith("tamper: ")
+    check("a tool cannot take the executor's socket name", "Address already in use" in notes, notes)
     r = podman("exec", EXECUTOR_CTR, "cat", "/tmp/e2e-hijacked", check_rc=False)
     check("no gateway call reached a tool's listener", ran and r.returncode != 0,
           r.stdout if ran else f"the tampering tool did not run: {notes}")

@@ -1,120 +1,44 @@
 //! The gateway's side of the executor socket: a [`Runtime`] that sends each run to the
-//! executor container and reads its result back.
-//!
-//! The socket lives on a volume both containers share, so the tools (which run as the
-//! executor's user) could unlink it and listen at its path themselves, to read the
-//! requests of later calls. The client therefore never trusts the path after first
-//! contact: it hard-links the socket into a directory of its own (`gateway/` beside the
-//! socket, created `0755` by the gateway's user, refused when anyone else owns it or can
-//! write it) and connects there. It re-pins only when the pinned socket is dead — which
-//! happens only when the executor itself is gone, and every tool with it (the executor
-//! is its container's PID 1).
-
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+//! executor container and reads its result back. One connection per call: a slow tool
+//! holds only its own, and dropping the call closes it, which makes the executor kill the
+//! tool's process group. Why the socket cannot be hijacked by a tool: [`crate::address`].
 
 use tokio::net::UnixStream;
 
+use crate::address::Address;
 use crate::process::Finished;
 use crate::runtime::{Request, RunError, Runtime};
 use crate::wire;
 
-/// Runs tools in the executor listening on `socket`.
+/// Runs tools in the executor listening at an [`Address`].
 #[derive(Debug)]
 pub struct ExecutorClient {
-    socket: PathBuf,
-    /// Where calls connect: the pinned link, or the socket itself for [`Self::direct`].
-    pinned: PathBuf,
-    repin: Mutex<()>,
+    address: Address,
 }
 
 impl ExecutorClient {
-    pub fn new(socket: impl Into<PathBuf>) -> Self {
-        let socket = socket.into();
-        let dir = socket.parent().unwrap_or(Path::new("/"));
-        let name = socket.file_name().unwrap_or("executor.sock".as_ref());
-        let pinned = dir.join("gateway").join(name);
-        Self {
-            socket,
-            pinned,
-            repin: Mutex::new(()),
-        }
+    pub fn new(address: Address) -> Self {
+        Self { address }
     }
 
-    /// Connects to `socket` as is, never pinning: for the executor's own probe, which
-    /// runs as the executor's user and must not create the gateway's directory.
-    pub fn direct(socket: impl Into<PathBuf>) -> Self {
-        let socket = socket.into();
-        Self {
-            pinned: socket.clone(),
-            socket,
-            repin: Mutex::new(()),
-        }
-    }
-
-    pub fn socket(&self) -> &Path {
-        &self.socket
+    pub fn address(&self) -> &Address {
+        &self.address
     }
 
     fn error(&self, reason: impl std::fmt::Display) -> RunError {
         RunError::Executor {
-            socket: self.socket.display().to_string(),
+            socket: self.address.to_string(),
             reason: reason.to_string(),
         }
     }
 
     async fn connect(&self) -> Result<UnixStream, RunError> {
-        match UnixStream::connect(&self.pinned).await {
-            Ok(stream) => return Ok(stream),
-            Err(e) if self.pinned == self.socket => {
-                return Err(self.error(format!("unreachable ({e}); is the executor running?")));
-            }
-            Err(_) => {}
-        }
-        self.pin().map_err(|e| self.error(e))?;
-        UnixStream::connect(&self.pinned).await.map_err(|e| {
-            self.error(format!(
-                "unreachable ({e}); is the executor container running?"
-            ))
-        })
-    }
-
-    /// Links the socket into the gateway's own directory (see the module docs).
-    fn pin(&self) -> Result<(), String> {
-        let _one_at_a_time = self.repin.lock().unwrap_or_else(|e| e.into_inner());
-        if std::os::unix::net::UnixStream::connect(&self.pinned).is_ok() {
-            return Ok(()); // another call re-pinned meanwhile
-        }
-        let dir = self.pinned.parent().unwrap_or(Path::new("/"));
-        match std::fs::DirBuilder::new().mode(0o755).create(dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                return Err(format!("cannot create {}: {e}", dir.display()));
-            }
-            _ => {}
-        }
-        let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if !meta.is_dir() || meta.uid() != me || meta.permissions().mode() & 0o022 != 0 {
-            return Err(format!(
-                "{} must be a directory owned by this process's user ({me}) and writable by \
-                 no one else; refusing to use the executor socket through it",
-                dir.display()
-            ));
-        }
-        match std::fs::remove_file(&self.pinned) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("cannot replace {}: {e}", self.pinned.display()));
-            }
-            _ => {}
-        }
-        std::fs::hard_link(&self.socket, &self.pinned).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                "unreachable (no socket yet); is the executor container running?".into()
-            }
-            _ => format!("cannot pin the socket into {}: {e}", dir.display()),
-        })
+        UnixStream::connect(self.address.to_socket_path())
+            .await
+            .map_err(|e| RunError::Unreachable {
+                socket: self.address.to_string(),
+                reason: e.to_string(),
+            })
     }
 }
 
@@ -160,7 +84,7 @@ impl Runtime for ExecutorClient {
             Ok(result) => result.map_err(|e| e.to_string()),
             Err(_) => Err(format!(
                 "executor at {}: no answer to a ping within 2 s",
-                self.socket.display()
+                self.address
             )),
         }
     }

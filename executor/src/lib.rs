@@ -6,7 +6,8 @@
 //! - [`runtime`]: the [`Runtime`] trait the gateway's engine runs every tool through,
 //!   and [`InProcess`], which spawns in the calling process with that process's
 //!   environment as the source of the env floor and passthrough.
-//! - [`client`] and [`server`]: the same trait across a Unix socket. The `mcc-executor`
+//! - [`client`] and [`server`]: the same trait across a Unix socket ([`address`]: an
+//!   abstract name by default, which no tool can take over). The `mcc-executor`
 //!   binary serves [`InProcess`] from its own container (no ServiceAccount token, none of
 //!   the gateway's environment, no view of its processes); [`ExecutorClient`] is the
 //!   gateway's side. [`wire`] is the framing both speak; [`reaper`] collects orphaned
@@ -15,6 +16,7 @@
 //! What a tool is, how its command is rendered and what its output means belong to the
 //! gateway; this crate only runs a prepared [`Request`].
 
+pub mod address;
 pub mod client;
 pub mod limits;
 pub mod process;
@@ -23,6 +25,7 @@ pub mod runtime;
 pub mod server;
 pub mod wire;
 
+pub use address::Address;
 pub use client::ExecutorClient;
 pub use process::{Captured, Ending, Finished};
 pub use runtime::{InProcess, Request, RunError, Runtime};

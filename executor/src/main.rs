@@ -1,12 +1,12 @@
 //! `mcc-executor`: wiring only. `serve` runs tools for the gateway of its pod over a Unix
 //! socket; `probe` asks a running executor whether it answers (an exec probe).
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mcc_executor::runtime::Runtime as _;
+use mcc_executor::address::{self, Address};
 use mcc_executor::{ExecutorClient, InProcess, reaper, server};
 
 #[derive(Parser)]
@@ -25,24 +25,18 @@ enum Command {
     /// Listen on the socket and run each call the gateway sends. The env floor and
     /// passthrough of every tool draw from this process's environment.
     Serve {
-        #[arg(
-            long,
-            env = "MCC_EXECUTOR_SOCKET",
-            default_value = "/run/mcc/executor.sock"
-        )]
-        socket: PathBuf,
+        /// `@name` (an abstract socket, the default) or a path.
+        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = address::DEFAULT)]
+        socket: Address,
         /// Calls run at once; more wait.
         #[arg(long, env = "MCC_EXECUTOR_MAX_CALLS", default_value_t = 256)]
         max_calls: usize,
     },
     /// Exit 0 when an executor answers on the socket.
     Probe {
-        #[arg(
-            long,
-            env = "MCC_EXECUTOR_SOCKET",
-            default_value = "/run/mcc/executor.sock"
-        )]
-        socket: PathBuf,
+        /// `@name` (an abstract socket, the default) or a path.
+        #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = address::DEFAULT)]
+        socket: Address,
     },
 }
 
@@ -86,19 +80,21 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 tokio::spawn(reaper::run(std::time::Duration::from_secs(1)));
             }
             let listener = server::bind(&socket)
-                .with_context(|| format!("cannot listen on {}", socket.display()))?;
-            tracing::info!(socket = %socket.display(), "executor listening");
+                .with_context(|| format!("cannot listen on {socket}"))?;
+            tracing::info!(%socket, "executor listening");
             let serving = server::serve(listener, InProcess::from_environment(), max_calls);
             tokio::select! {
                 () = serving => Ok(()),
                 () = shutdown() => {
                     tracing::info!("executor stopping");
-                    let _ = std::fs::remove_file(&socket);
+                    if let Address::Path(path) = &socket {
+                        let _ = std::fs::remove_file(path);
+                    }
                     Ok(())
                 }
             }
         }
-        Command::Probe { socket } => ExecutorClient::direct(socket)
+        Command::Probe { socket } => ExecutorClient::new(socket)
             .check()
             .await
             .map_err(anyhow::Error::msg),

@@ -49,7 +49,10 @@ pub enum RunError {
     Cwd { path: PathBuf },
     #[error("cannot start {program}: {reason}")]
     Spawn { program: String, reason: String },
-    /// The executor could not be reached or broke off the call.
+    /// Nothing answers at the executor's address (not started yet, restarting).
+    #[error("executor at {socket}: unreachable ({reason}); is the executor running?")]
+    Unreachable { socket: String, reason: String },
+    /// The executor broke off the call or answered nonsense.
     #[error("executor at {socket}: {reason}")]
     Executor { socket: String, reason: String },
 }

@@ -4,27 +4,29 @@
 //! killed: the run future is dropped.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
+use crate::address::Address;
 use crate::runtime::{InProcess, Runtime};
 use crate::wire::{self, Message};
 
-/// Binds `socket` (replacing a stale file left by an earlier run). The socket is made
-/// connectable by the gateway's uid (`0666`): the gateway container runs as another user,
-/// and the socket's directory is not where its trust comes from (see
-/// [`crate::client`]: the gateway pins the socket in a directory of its own).
-pub fn bind(socket: &Path) -> std::io::Result<UnixListener> {
-    match std::fs::remove_file(socket) {
+/// Listens at `address`. A path replaces a stale socket file left by an earlier run and
+/// is made connectable by the gateway's user (`0666`: it runs as another user); an
+/// abstract name needs neither (see [`crate::address`]).
+pub fn bind(address: &Address) -> std::io::Result<UnixListener> {
+    let Address::Path(path) = address else {
+        return UnixListener::bind(address.to_socket_path());
+    };
+    match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    let listener = UnixListener::bind(socket)?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
     Ok(listener)
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use mcc_catalog::EnvPassthrough;
 use mcc_catalog::env::EnvSpec;
 use mcc_executor::limits::Rlimits;
-use mcc_executor::{Ending, ExecutorClient, Request, RunError, Runtime};
+use mcc_executor::{Address, Ending, ExecutorClient, Request, RunError, Runtime};
 
 /// A running `mcc-executor serve`, killed on drop.
 struct Executor {
@@ -19,18 +19,21 @@ struct Executor {
 impl Executor {
     fn start(socket: &Path, env: &[(&str, &str)]) -> Self {
         let _ = std::fs::remove_file(socket);
+        Self::start_at(&Address::Path(socket.to_path_buf()), env)
+    }
+
+    fn start_at(address: &Address, env: &[(&str, &str)]) -> Self {
         let child = Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
-            .args(["serve", "--socket"])
-            .arg(socket)
+            .args(["serve", "--socket", &address.to_string()])
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("MCC_EXECUTOR_SOCKET", socket)
+            .env("MCC_EXECUTOR_SOCKET", address.to_string())
             .envs(env.iter().copied())
             .stderr(Stdio::null())
             .spawn()
             .expect("mcc-executor starts");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        while !connectable(address) {
             assert!(Instant::now() < deadline, "the executor never listened");
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -47,6 +50,21 @@ impl Drop for Executor {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+fn connectable(address: &Address) -> bool {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixStream};
+    match address {
+        Address::Path(path) => UnixStream::connect(path).is_ok(),
+        Address::Abstract(name) => SocketAddr::from_abstract_name(name)
+            .and_then(|addr| UnixStream::connect_addr(&addr))
+            .is_ok(),
+    }
+}
+
+fn client(socket: &Path) -> ExecutorClient {
+    ExecutorClient::new(Address::Path(socket.to_path_buf()))
 }
 
 fn shell(line: &str) -> Request {
@@ -105,7 +123,7 @@ async fn gone(pid: i32) -> bool {
 async fn results_stdin_and_bounded_output_cross_the_socket() {
     let (_dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
-    let client = ExecutorClient::new(&socket);
+    let client = client(&socket);
     client.check().await.expect("the executor answers a ping");
 
     let mut request = shell("cat; echo oops >&2; exit 3");
@@ -128,7 +146,7 @@ async fn results_stdin_and_bounded_output_cross_the_socket() {
 async fn limits_and_timeouts_apply_inside_the_executor() {
     let (dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
-    let client = ExecutorClient::new(&socket);
+    let client = client(&socket);
 
     let limits = mcc_catalog::Limits {
         fsize_mb: Some(1),
@@ -158,7 +176,7 @@ async fn limits_and_timeouts_apply_inside_the_executor() {
 async fn a_cancelled_call_kills_the_process_group_in_the_executor() {
     let (dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
-    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let client = std::sync::Arc::new(client(&socket));
     let pid_file = dir.path().join("bg.pid");
     let request = shell(&format!(
         "sleep 30 & echo $! > {}; wait",
@@ -177,7 +195,7 @@ async fn a_cancelled_call_kills_the_process_group_in_the_executor() {
 async fn a_slow_tool_never_blocks_other_calls() {
     let (_dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
-    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let client = std::sync::Arc::new(client(&socket));
     let slow = tokio::spawn({
         let client = client.clone();
         async move { client.run(&shell("sleep 3; echo slow")).await }
@@ -210,7 +228,7 @@ async fn the_environment_comes_from_the_executor_never_the_gateway() {
     );
     // SAFETY: set before any other thread of this test reads the environment.
     unsafe { std::env::set_var("GATEWAY_ONLY_SECRET", "do-not-leak") };
-    let client = ExecutorClient::new(&socket);
+    let client = client(&socket);
     let mut request = shell("env");
     request.env.passthrough = EnvPassthrough::All(true);
     request.env.set = BTreeMap::from([("MCC_CTX_USER".to_string(), "alice".to_string())]);
@@ -232,7 +250,7 @@ async fn the_environment_comes_from_the_executor_never_the_gateway() {
 async fn an_executor_that_dies_mid_call_is_a_clear_error_and_the_next_call_works_once_back() {
     let (_dir, socket) = setup();
     let mut executor = Executor::start(&socket, &[]);
-    let client = std::sync::Arc::new(ExecutorClient::new(&socket));
+    let client = std::sync::Arc::new(client(&socket));
     let call = tokio::spawn({
         let client = client.clone();
         async move { client.run(&shell("sleep 5")).await }
@@ -253,52 +271,34 @@ async fn an_executor_that_dies_mid_call_is_a_clear_error_and_the_next_call_works
     assert_eq!(out(&finished), "hi\n");
 }
 
+/// The abstract name: no file a tool could replace; while the executor holds it no one
+/// else can listen there; once it is gone (and, in a pod, every tool with it) a new
+/// executor takes it again and the same client reaches it.
 #[tokio::test]
-async fn a_tool_that_replaces_the_socket_path_does_not_receive_later_calls() {
-    let (dir, socket) = setup();
-    let _executor = Executor::start(&socket, &[]);
-    let client = ExecutorClient::new(&socket);
+async fn an_abstract_name_cannot_be_taken_while_the_executor_holds_it() {
+    let address: Address = format!("@mcc-test-{}-abstract", std::process::id())
+        .parse()
+        .unwrap();
+    let mut executor = Executor::start_at(&address, &[]);
+    let client = ExecutorClient::new(address.clone());
+    assert_eq!(out(&client.run(&shell("echo one")).await.unwrap()), "one\n");
+    let taken = tokio::net::UnixListener::bind(address.to_socket_path());
     assert_eq!(
-        out(&client.run(&shell("echo first")).await.unwrap()),
-        "first\n"
+        taken.unwrap_err().kind(),
+        std::io::ErrorKind::AddrInUse,
+        "a tool cannot listen at the executor's name"
     );
-    // A tool of the executor's user swaps the shared path for its own listener.
-    std::fs::remove_file(&socket).unwrap();
-    let impostor = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-    impostor.set_nonblocking(true).unwrap();
-    assert_eq!(
-        out(&client.run(&shell("echo second")).await.unwrap()),
-        "second\n"
-    );
-    assert!(impostor.accept().is_err(), "the impostor got a connection");
-    let pinned = dir.path().join("gateway");
-    use std::os::unix::fs::PermissionsExt;
-    assert_eq!(
-        std::fs::metadata(&pinned).unwrap().permissions().mode() & 0o777,
-        0o755
-    );
-}
-
-#[tokio::test]
-async fn a_pin_directory_someone_else_can_write_is_refused() {
-    let (dir, socket) = setup();
-    let _executor = Executor::start(&socket, &[]);
-    let pinned = dir.path().join("gateway");
-    std::fs::create_dir(&pinned).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&pinned, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let err = ExecutorClient::new(&socket)
-        .run(&shell("true"))
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("writable by no one else"), "{err}");
+    executor.kill();
+    assert!(client.check().await.is_err());
+    let _again = Executor::start_at(&address, &[]);
+    assert_eq!(out(&client.run(&shell("echo two")).await.unwrap()), "two\n");
 }
 
 #[tokio::test]
 async fn missing_programs_and_working_directories_are_named() {
     let (_dir, socket) = setup();
     let _executor = Executor::start(&socket, &[]);
-    let client = ExecutorClient::new(&socket);
+    let client = client(&socket);
     let mut request = shell("true");
     request.program = "python-that-does-not-exist".into();
     let err = client.run(&request).await.unwrap_err();
@@ -329,8 +329,4 @@ fn probe_answers_for_a_live_executor_only() {
     assert!(!probe());
     let _executor = Executor::start(&socket, &[]);
     assert!(probe());
-    assert!(
-        !socket.parent().unwrap().join("gateway").exists(),
-        "the probe never creates the gateway's directory"
-    );
 }

@@ -230,7 +230,9 @@ async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let via_executor = engine_with(Arc::new(mcc_executor::ExecutorClient::new(&socket)));
+    let via_executor = engine_with(Arc::new(mcc_executor::ExecutorClient::new(
+        mcc_executor::Address::Path(socket.clone()),
+    )));
     let (mut x, mut l) = (Series::default(), Series::default());
     for i in 0..iters + 100 {
         let (tx, tl) = (

@@ -8,7 +8,7 @@ mod mcp_support;
 
 use std::path::Path;
 
-use mcc_executor::{InProcess, server};
+use mcc_executor::{Address, InProcess, server};
 use mcc_gateway::config::RuntimeKind;
 use mcp_support::*;
 use serde_json::{Value, json};
@@ -28,7 +28,7 @@ fn executor(socket: &Path) -> tokio::task::JoinHandle<()> {
         ("HOME".into(), "/home/executor".into()),
         ("EXECUTOR_ONLY".into(), "e".into()),
     ]);
-    let listener = server::bind(socket).expect("the executor binds");
+    let listener = server::bind(&Address::Path(socket.to_path_buf())).expect("the executor binds");
     tokio::spawn(server::serve(listener, runtime, 16))
 }
 
@@ -52,7 +52,7 @@ async fn tools_run_in_the_executor_with_its_environment() {
     let mut s = settings(dir.path(), "dev-admin", None);
     std::fs::write(dir.path().join("tools/env.yaml"), ENV_TOOL).unwrap();
     s.execution.runtime = RuntimeKind::Executor;
-    s.execution.executor_socket = socket.clone();
+    s.execution.executor_socket = socket.display().to_string();
     let server = start_with(s, dir).await;
     let client = legacy(&server.url, TestClient::plain()).await;
 

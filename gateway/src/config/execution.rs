@@ -1,12 +1,11 @@
 //! The `execution` section: where tool processes run and how long they may take.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use mcc_executor::{ExecutorClient, InProcess, Runtime};
+use mcc_executor::{Address, ExecutorClient, InProcess, Runtime};
 
 use super::CatalogSource;
 
@@ -27,8 +26,9 @@ pub enum RuntimeKind {
 #[serde(deny_unknown_fields, default)]
 pub struct ExecutionSettings {
     pub runtime: RuntimeKind,
-    /// The executor's Unix socket (runtime `executor`).
-    pub executor_socket: PathBuf,
+    /// The executor's socket (runtime `executor`): `@name` in the abstract namespace (the
+    /// default; no file a tool could replace) or a path.
+    pub executor_socket: String,
     /// Timeout of a tool that declares no `limits.timeout`, in seconds (`null`: none).
     pub default_timeout_secs: Option<f64>,
     /// No tool runs longer than this many seconds, whatever it declares (`null`: no cap).
@@ -39,7 +39,7 @@ impl Default for ExecutionSettings {
     fn default() -> Self {
         Self {
             runtime: RuntimeKind::Auto,
-            executor_socket: PathBuf::from("/run/mcc/executor.sock"),
+            executor_socket: mcc_executor::address::DEFAULT.into(),
             default_timeout_secs: Some(300.0),
             max_timeout_secs: Some(3600.0),
         }
@@ -60,9 +60,16 @@ impl ExecutionSettings {
     /// where tools' floor and passthrough come from.
     pub fn build(&self, source: CatalogSource) -> Arc<dyn Runtime> {
         match self.runtime_for(source) {
-            RuntimeKind::Executor => Arc::new(ExecutorClient::new(&self.executor_socket)),
+            RuntimeKind::Executor => Arc::new(ExecutorClient::new(self.executor_address())),
             _ => Arc::new(InProcess::from_environment()),
         }
+    }
+
+    /// The checked address (see [`Self::validate`]).
+    fn executor_address(&self) -> Address {
+        self.executor_socket
+            .parse()
+            .unwrap_or_else(|_| Address::Path(self.executor_socket.clone().into()))
     }
 
     pub fn default_timeout(&self) -> Option<Duration> {
@@ -96,13 +103,8 @@ impl ExecutionSettings {
                 ));
             }
         }
-        if self.runtime_for(source) == RuntimeKind::Executor
-            && self.executor_socket.as_os_str().is_empty()
-        {
-            return Err((
-                "execution.executor_socket",
-                "required by the executor runtime".into(),
-            ));
+        if let Err(e) = self.executor_socket.parse::<Address>() {
+            return Err(("execution.executor_socket", e));
         }
         Ok(())
     }

@@ -41,6 +41,34 @@ impl RuntimeInterpreter {
     }
 }
 
+impl RuntimeInterpreter {
+    /// Runs `request`, waiting up to `patience` for a runtime that cannot be reached yet:
+    /// at startup the gateway may introspect before the executor container listens, and a
+    /// tool must not be left out for that.
+    fn run_when_reachable(
+        &self,
+        request: &Request,
+        patience: Duration,
+    ) -> Result<mcc_executor::Finished, RunError> {
+        let deadline = std::time::Instant::now() + patience;
+        let mut logged = false;
+        loop {
+            match self.handle.block_on(self.runtime.run(request)) {
+                Err(RunError::Unreachable { reason, .. })
+                    if std::time::Instant::now() < deadline =>
+                {
+                    if !logged {
+                        tracing::info!(%reason, "introspection waits for the executor");
+                        logged = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
 impl RunInterpreter for RuntimeInterpreter {
     fn run(
         &self,
@@ -61,8 +89,7 @@ impl RunInterpreter for RuntimeInterpreter {
             max_output: MAX_REPORT,
         };
         let finished = self
-            .handle
-            .block_on(self.runtime.run(&request))
+            .run_when_reachable(&request, timeout)
             .map_err(|e| match e {
                 RunError::NotFound { .. } => RunInterpreterError::NoInterpreter,
                 RunError::Cwd { path } => RunInterpreterError::Cwd(path),
@@ -145,5 +172,45 @@ mod tests {
             1,
             "without the runtime's variable the import fails"
         );
+    }
+}
+
+#[cfg(test)]
+mod waiting {
+    use super::*;
+    use mcc_catalog::introspect::Pending;
+    use mcc_executor::{Address, ExecutorClient, InProcess, server};
+
+    /// At startup the gateway may introspect before the executor listens: the tool waits
+    /// for it instead of being left out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn introspection_waits_for_an_executor_that_is_starting() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = Address::Path(dir.path().join("executor.sock"));
+        let tool: mcc_catalog::Tool = serde_json::from_value(serde_json::json!({
+            "key": "t.capwords", "name": "capwords", "kind": "fn", "path": "string:capwords"
+        }))
+        .unwrap();
+        let runtime = Arc::new(ExecutorClient::new(socket.clone()));
+        let introspector = RuntimeInterpreter::introspector(runtime, &["PATH".to_string()]);
+        let late = socket.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let listener = server::bind(&late).unwrap();
+            let env = vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())];
+            server::serve(listener, InProcess::new(env), 4).await;
+        });
+        let pending = [Pending {
+            index: 0,
+            name_from_callable: false,
+        }];
+        let (failures, tools) = tokio::task::spawn_blocking(move || {
+            let mut tools = vec![tool];
+            (introspector.fill_each(&mut tools, &pending), tools)
+        })
+        .await
+        .unwrap();
+        assert!(failures.is_empty(), "{failures:?}");
+        assert!(!tools[0].params.is_empty(), "introspected: {:?}", tools[0]);
     }
 }
