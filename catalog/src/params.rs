@@ -1,10 +1,15 @@
-//! Validation of a call's params against a tool's declared parameters.
+//! The one definition of a call's params: [`validate`] checks and coerces what a caller
+//! sent (the gateway's `execute`), [`check_validated`] is the engine's guard that only
+//! what came out of [`validate`] ever reaches a process. Both use the same type rules.
 //!
 //! Coercion is lax the way MCC's pydantic models are: `"5"` and `5.0` are accepted for an
 //! `int`, `2` for a `float`, `"yes"` for a `bool`; a string param takes only strings and an
 //! explicit `null` is refused for every type. Unlike MCC, unknown params are rejected (a
 //! typo should not pass unnoticed). Messages follow pydantic's wording, which the agents
-//! that use MCC already know. Overrides are applied after validation and always win.
+//! that use MCC already know.
+//!
+//! Overridden params: as in MCC, a value the caller sends for one is ignored and the
+//! forced value used, silently — an error would reveal that the hidden param exists.
 
 use std::fmt;
 
@@ -85,7 +90,10 @@ pub fn validate(
         }
     }
     for (name, value) in given {
-        if !tool.visible_params().any(|p| &p.name == name) {
+        let declared = tool.params.iter().find(|p| &p.name == name);
+        // The caller's value for an overridden param is dropped, without a word.
+        let ignored = declared.is_some_and(|p| p.override_value.is_some());
+        if !ignored && !declared.is_some_and(|p| tool.is_visible(p)) {
             let accepted: Vec<&str> = tool.visible_params().map(|p| p.name.as_str()).collect();
             let accepted = if accepted.is_empty() {
                 "none".into()
@@ -108,6 +116,64 @@ pub fn validate(
             model: format!("{}_params", tool.key),
             problems,
         })
+    }
+}
+
+/// The engine's guard: `params` must be what [`validate`] returns for some call — every
+/// name a param the caller may pass or an override, every overridden param at its forced
+/// value, every required visible param present, every value of its declared type (or the
+/// param's default, or `null` for an optional param). A violation means the params did
+/// not come out of [`validate`]; nothing may run with them.
+pub fn check_validated(tool: &Tool, params: &Map<String, Value>) -> Result<(), Problem> {
+    let problem = |param: &str, message: String| Problem {
+        param: param.to_string(),
+        message,
+    };
+    for (name, value) in params {
+        let Some(param) = tool.params.iter().find(|p| &p.name == name) else {
+            return Err(problem(name, "is not a parameter of this tool".into()));
+        };
+        match &param.override_value {
+            Some(forced) if forced != value => {
+                return Err(problem(
+                    name,
+                    "is overridden by the tool, not passed".into(),
+                ));
+            }
+            Some(_) => continue,
+            None if !tool.is_visible(param) => {
+                return Err(problem(
+                    name,
+                    "is injected by the gateway, not passed".into(),
+                ));
+            }
+            None => {}
+        }
+        let fits = param.default.as_ref() == Some(value)
+            || (value.is_null() && !param.required)
+            || has_type(param.ty, value);
+        if !fits {
+            return Err(problem(name, format!("expected {}, got {value}", param.ty)));
+        }
+    }
+    if let Some(missing) = tool
+        .visible_params()
+        .find(|p| p.required && !params.contains_key(&p.name))
+    {
+        return Err(problem(&missing.name, "is required but missing".into()));
+    }
+    Ok(())
+}
+
+/// Whether `value` already is of type `ty`: what [`coerce`] returns always is.
+pub fn has_type(ty: ParamType, value: &Value) -> bool {
+    match ty {
+        ParamType::Str => value.is_string(),
+        ParamType::Int => value.is_i64() || value.is_u64(),
+        ParamType::Float => value.is_number(),
+        ParamType::Bool => value.is_boolean(),
+        ParamType::List => value.is_array(),
+        ParamType::Dict => value.is_object(),
     }
 }
 
@@ -282,12 +348,65 @@ mod tests {
     }
 
     #[test]
-    fn overrides_win_and_are_not_callable() {
+    fn overrides_win_silently() {
         let mut secret = p("token", ParamType::Str, true);
         secret.override_value = Some(json!("s3cret"));
-        let t = tool(exec(), vec![secret]);
+        let t = tool(exec(), vec![secret, p("q", ParamType::Str, false)]);
         assert_eq!(validate(&t, &Map::new()).unwrap()["token"], json!("s3cret"));
-        assert!(validate(&t, &obj(json!({"token": "mine"}))).is_err());
+        // The caller's value (of any type) is ignored, with no error, as MCC does.
+        for mine in [json!("mine"), json!(5), json!(null)] {
+            let out = validate(&t, &obj(json!({"token": mine, "q": "x"}))).unwrap();
+            assert_eq!(Value::Object(out), json!({"token": "s3cret", "q": "x"}));
+        }
+        // An unknown param is still an error, and the message never names the hidden one.
+        let err = validate(&t, &obj(json!({"tokn": 1})))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("Extra inputs are not permitted (accepted: q)"),
+            "{err}"
+        );
+        assert!(!err.contains("token"), "{err}");
+    }
+
+    #[test]
+    fn the_guard_accepts_exactly_what_validate_returns() {
+        let mut secret = p("token", ParamType::Str, true);
+        secret.override_value = Some(json!("s3cret"));
+        let mut times = p("times", ParamType::Int, false);
+        times.default = Some(json!("three"));
+        let t = tool(
+            exec(),
+            vec![
+                secret,
+                times,
+                p("n", ParamType::Int, true),
+                p("f", ParamType::Float, false),
+                p("b", ParamType::Bool, false),
+                p("l", ParamType::List, false),
+                p("d", ParamType::Dict, false),
+                p("s", ParamType::Str, false),
+            ],
+        );
+        for given in [
+            json!({"n": "5", "f": 2, "b": "yes", "token": "mine"}),
+            json!({"n": 5.0, "l": [1], "d": {"a": 1}, "s": ""}),
+            json!({"n": true, "times": 4, "f": "1e3", "b": 0}),
+        ] {
+            let out = validate(&t, &obj(given.clone())).unwrap();
+            assert_eq!(check_validated(&t, &out), Ok(()), "{given}");
+        }
+        let refused = |params: Value| check_validated(&t, &obj(params)).unwrap_err();
+        assert_eq!(
+            refused(json!({"n": "5"})).message,
+            "expected int, got \"5\""
+        );
+        assert_eq!(refused(json!({})).param, "n");
+        assert_eq!(refused(json!({"n": 1, "x": 1})).param, "x");
+        assert_eq!(
+            refused(json!({"n": 1, "token": "mine"})).message,
+            "is overridden by the tool, not passed"
+        );
     }
 
     #[test]
@@ -307,6 +426,14 @@ mod tests {
             json!({"opt": null})
         );
         assert!(validate(&t, &obj(json!({"context": {}}))).is_err());
+        let out = validate(&t, &Map::new()).unwrap();
+        assert!(check_validated(&t, &out).is_ok());
+        let mut with_context = out.clone();
+        with_context.insert("context".into(), json!({}));
+        assert_eq!(
+            check_validated(&t, &with_context).unwrap_err().message,
+            "is injected by the gateway, not passed"
+        );
     }
 
     #[test]

@@ -216,6 +216,8 @@ pub fn unknown_keys(entry: &Map<String, Value>) -> Vec<&str> {
 
 /// MCC's `curl:` shorthand: `curl -sL -o -` (plus `--json @-` with stdin), then the
 /// argument: a bare `http(s)://` URL single-quoted, anything else (flags) passed raw.
+/// Only the URL's literal text is quoted, its Jinja tags are kept as written; what they
+/// print is placed by [`template::render_curl`], which keeps it inside its shell word.
 pub fn curl_command(target: &str, stdin: bool) -> String {
     let mut cmd = String::from("curl -sL -o -");
     if stdin {
@@ -224,7 +226,7 @@ pub fn curl_command(target: &str, stdin: bool) -> String {
     cmd.push(' ');
     let t = target.trim_start();
     if t.starts_with("http://") || t.starts_with("https://") {
-        cmd.push_str(&template::shell_quote_always(target));
+        cmd.push_str(&template::shell_quote_template(target));
     } else {
         cmd.push_str(target);
     }

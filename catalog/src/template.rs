@@ -1,5 +1,14 @@
-//! Exec command templates: Jinja as MCC configures it (strict undefined, `trim_blocks`,
+//! Command templates: Jinja as MCC configures it (strict undefined, `trim_blocks`,
 //! `lstrip_blocks`, trailing newline kept) with the `quote` filter that shell-quotes.
+//!
+//! `exec:` commands and transforms render as in MCC: a value lands in the shell text as
+//! written, so the template's author decides what is quoted ([`render`]). `curl:` commands
+//! render through [`render_curl`] (see [`curl`]), where no value can leave its shell word
+//! and a value inside a URL is percent-encoded.
+
+mod curl;
+
+pub use curl::render_curl;
 
 use minijinja::value::ValueKind;
 use minijinja::{Environment, UndefinedBehavior};
@@ -35,7 +44,7 @@ pub fn render(
     env.render_str(source, params)
 }
 
-fn quote_filter(value: minijinja::Value) -> String {
+pub(crate) fn quote_filter(value: minijinja::Value) -> String {
     match value.kind() {
         ValueKind::Seq | ValueKind::Iterable => match value.try_iter() {
             Ok(items) => items
@@ -50,7 +59,7 @@ fn quote_filter(value: minijinja::Value) -> String {
 
 /// The text Python's `str()` gives for a template value (`True`, `None`, `3`, `1e-05`,
 /// `['a', 1]`, `{'k': 1.0}`).
-fn py_text(v: &minijinja::Value) -> String {
+pub(crate) fn py_text(v: &minijinja::Value) -> String {
     match v.kind() {
         ValueKind::Undefined | ValueKind::None => "None".to_string(),
         ValueKind::Bool if v.is_true() => "True".to_string(),
@@ -70,19 +79,75 @@ pub fn shell_quote(s: &str) -> String {
     if s.is_empty() {
         return "''".to_string();
     }
-    let safe = s
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c));
-    if safe {
+    if is_shell_safe(s) {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\"'\"'"))
     }
 }
 
+/// Whether `shlex.quote` leaves `s` bare: none of its characters means anything to the
+/// shell, bare or inside double quotes.
+pub fn is_shell_safe(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
+}
+
 /// Single-quotes `s` even when it would be safe bare (MCC quotes curl URLs this way).
 pub fn shell_quote_always(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\"'\"'"))
+}
+
+/// Single-quotes a template's literal text for the shell, leaving its Jinja tags
+/// (`{{ … }}`, `{% … %}`, `{# … #}`) as written: quoting a tag's own quotes (MCC quotes
+/// the whole curl URL, tags included) would change the expression, e.g.
+/// `{{ p | default('x') }}`. What the tags print is made safe when rendering.
+pub fn shell_quote_template(source: &str) -> String {
+    let mut out = String::from("'");
+    let mut rest = source;
+    while let Some(start) = tag_start(rest) {
+        out.push_str(&rest[..start].replace('\'', "'\"'\"'"));
+        let len = tag_len(&rest[start..]);
+        out.push_str(&rest[start..start + len]);
+        rest = &rest[start + len..];
+    }
+    out.push_str(&rest.replace('\'', "'\"'\"'"));
+    out.push('\'');
+    out
+}
+
+/// Where the next Jinja tag starts in `s`.
+fn tag_start(s: &str) -> Option<usize> {
+    s.match_indices('{')
+        .map(|(i, _)| i)
+        .find(|&i| matches!(s.as_bytes().get(i + 1), Some(b'{' | b'%' | b'#')))
+}
+
+/// The length of the tag `s` starts with, through its closing delimiter (string literals
+/// inside `{{ }}` and `{% %}` may hold the delimiter); all of `s` if it is never closed.
+fn tag_len(s: &str) -> usize {
+    let close = match s.as_bytes()[1] {
+        b'{' => "}}",
+        b'%' => "%}",
+        _ => "#}",
+    };
+    let bytes = s.as_bytes();
+    let mut in_string: Option<u8> = None;
+    let mut i = 2;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match in_string {
+            Some(_) if b == b'\\' => i += 1,
+            Some(q) if b == q => in_string = None,
+            Some(_) => {}
+            None if close != "#}" && (b == b'\'' || b == b'"') => in_string = Some(b),
+            None if s[i..].starts_with(close) => return i + 2,
+            None => {}
+        }
+        i += 1;
+    }
+    s.len()
 }
 
 #[cfg(test)]
