@@ -1,11 +1,16 @@
 //! The shell command lines of exec and curl tools and of transforms: Jinja templates
 //! (see [`mcc_catalog::template`]) rendered with the call's params and run by `/bin/sh -c`.
 //! Rendering happens before anything is spawned, so a template error runs nothing.
+//!
+//! exec commands and transforms render as in MCC (a value lands as written; the author
+//! quotes with `| quote`). A curl tool's command renders with
+//! [`mcc_catalog::template::render_curl`]: no value can leave its shell word, and a value
+//! in the URL is percent-encoded.
 
 use minijinja::Environment;
 use serde_json::{Map, Value};
 
-use mcc_catalog::Tool;
+use mcc_catalog::{Tool, ToolKind};
 
 use super::ExecError;
 
@@ -37,11 +42,25 @@ pub fn render(
     source: &str,
     params: &Map<String, Value>,
 ) -> Result<String, ExecError> {
-    mcc_catalog::template::render(templates, source, params).map_err(|e| ExecError::Template {
+    let rendered = match (&tool.kind, part) {
+        (ToolKind::Curl { .. }, Part::Command) => {
+            mcc_catalog::template::render_curl(source, params)
+        }
+        _ => mcc_catalog::template::render(templates, source, params),
+    };
+    let error = |error: String| ExecError::Template {
         tool: tool.key.clone(),
         part,
-        error: e.to_string(),
-    })
+        error,
+    };
+    let line = rendered.map_err(|e| error(e.to_string()))?;
+    // A NUL cannot be part of a process argument: say so instead of failing the spawn.
+    if line.contains('\0') {
+        return Err(error(
+            "a param value holds a NUL byte, which a shell command line cannot carry".into(),
+        ));
+    }
+    Ok(line)
 }
 
 /// The arguments that make [`SHELL`] run `line`.
