@@ -218,21 +218,20 @@ async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
         );
         return;
     };
-    let dir = std::env::temp_dir().join(format!("mcc-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temp dir");
-    let socket = dir.join("executor.sock");
+    // The deployed form: an abstract socket name.
+    let address: mcc_executor::Address = format!("@mcc-bench-{}", std::process::id())
+        .parse()
+        .expect("an abstract name");
     let mut child = std::process::Command::new(&bin)
-        .args(["serve", "--socket"])
-        .arg(&socket)
+        .args(["serve", "--socket", &address.to_string()])
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("mcc-executor starts");
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        std::thread::sleep(Duration::from_millis(10));
+    let probe = mcc_executor::ExecutorClient::new(address.clone());
+    while mcc_executor::Runtime::check(&probe).await.is_err() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let via_executor = engine_with(Arc::new(mcc_executor::ExecutorClient::new(
-        mcc_executor::Address::Path(socket.clone()),
-    )));
+    let via_executor = engine_with(Arc::new(mcc_executor::ExecutorClient::new(address)));
     let (mut x, mut l) = (Series::default(), Series::default());
     for i in 0..iters + 100 {
         let (tx, tl) = (
@@ -246,7 +245,6 @@ async fn executor_hop(in_process: &Engine, tool: &Tool, iters: usize) {
     }
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_dir_all(&dir);
     println!();
     println!("| runtime | p50 ms | p99 ms |");
     println!("| --- | ---: | ---: |");
