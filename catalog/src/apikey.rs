@@ -1,6 +1,8 @@
 //! API keys: the `mcc_<prefix>_<secret>` format, its hash, and the public record a
 //! catalog carries. Minting takes random bytes from the caller (this crate does no I/O);
-//! checking compares SHA-256 digests in constant time.
+//! checking compares SHA-256 digests in constant time. This is the one definition of the
+//! format: the operator's minting, the gateway's minting (`mcc_gateway::auth::api_key`)
+//! and every check of a presented key or a stored prefix call it.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -11,6 +13,8 @@ pub const KEY_PREFIX: &str = "mcc_";
 pub const PREFIX_BYTES: usize = 6;
 /// Random bytes in the secret part (64 hex characters).
 pub const SECRET_BYTES: usize = 32;
+/// Characters of the prefix.
+pub const PREFIX_LEN: usize = PREFIX_BYTES * 2;
 
 /// What a catalog publishes about a key: never the key itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,17 +42,36 @@ pub fn format_key(prefix: &[u8; PREFIX_BYTES], secret: &[u8; SECRET_BYTES]) -> S
     )
 }
 
-/// The prefix of a well-formed raw key (`mcc_` + 12 lowercase hex + `_` + secret).
+/// The prefix of a well-formed raw key (`mcc_` + 12 lowercase hex + `_` + secret). The
+/// secret is not checked beyond being non-empty: keys minted before the hex secret
+/// (URL-safe base64, which may contain `_`) stay valid.
 pub fn prefix_of(raw: &str) -> Option<&str> {
     let rest = raw.strip_prefix(KEY_PREFIX)?;
     let (prefix, secret) = rest.split_once('_')?;
-    let hex_ok = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-    (prefix.len() == PREFIX_BYTES * 2 && hex_ok(prefix) && !secret.is_empty()).then_some(prefix)
+    (is_prefix(prefix) && !secret.is_empty()).then_some(prefix)
 }
 
-/// Hex SHA-256 of a raw key.
+/// Whether `prefix` is a well-formed stored prefix: [`PREFIX_LEN`] lowercase hex digits.
+pub fn is_prefix(prefix: &str) -> bool {
+    prefix.len() == PREFIX_LEN
+        && prefix
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// SHA-256 of a raw key.
+pub fn digest(raw: &str) -> [u8; 32] {
+    Sha256::digest(raw.as_bytes()).into()
+}
+
+/// Hex SHA-256 of a raw key: what a record stores.
 pub fn hash_key(raw: &str) -> String {
-    hex::encode(Sha256::digest(raw.as_bytes()))
+    hex::encode(digest(raw))
+}
+
+/// Whether two digests are equal, in time independent of where they differ.
+pub fn digests_equal(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl ApiKeyRecord {
@@ -93,6 +116,10 @@ mod tests {
         assert_eq!(prefix_of("mcc_ABABABABABAB_x"), None);
         assert_eq!(prefix_of("mcc_abab_x"), None);
         assert_eq!(prefix_of("mcc_abababababab_"), None);
+        assert_eq!(prefix_of("mcc_abababababab_se_cr_et"), Some("abababababab"));
+        assert!(is_prefix("0123456789ab") && !is_prefix("0123456789AB") && !is_prefix("0123"));
+        assert!(digests_equal(&digest(&raw), &digest(&raw)));
+        assert!(!digests_equal(&digest(&raw), &digest("other")));
         let dated = ApiKeyRecord::of(&raw, Some("2027-01-31T12:00:00Z".into())).unwrap();
         assert!(!dated.expired("2027-01-31T11:59:59Z"));
         assert!(dated.expired("2027-01-31T12:00:00Z"));

@@ -288,10 +288,15 @@ pub struct UserGrantSpec {
     /// In-cluster ServiceAccounts that act as this user (checked by TokenReview).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_accounts: Vec<ServiceAccountBinding>,
-    /// OIDC `sub` claims that act as this user.
+    /// OIDC identities that act as this user (`jwt` backend): `{issuer, subject}`, the
+    /// token's `iss` and `sub` compared exactly. The old form, a bare subject string, is
+    /// still read: it binds that subject under the gateway's pinned issuer only.
+    // Items are raw JSON (the operator checks their shape and reports
+    // `oidcSubjects[i]`): a structural schema cannot say "string or object", and one
+    // malformed object must not break the operator's watch of all grants.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(inner(length(min = 1)))]
-    pub oidc_subjects: Vec<String>,
+    #[schemars(schema_with = "oidc_subject_list")]
+    pub oidc_subjects: Vec<Value>,
     /// Ask the operator for an API key, stored in a Secret owned by this grant.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key: Option<ApiKeySpec>,
@@ -364,6 +369,16 @@ fn string_or_string_list(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "a shell pipeline, or a list of stages joined with ' | '",
         "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+fn oidc_subject_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": {
+            "description": "{issuer: <iss>, subject: <sub>}; or a bare subject string (old form: the gateway's pinned issuer only)",
+            "x-kubernetes-preserve-unknown-fields": true
+        }
     })
 }
 

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::tool::{Tool, User};
+use crate::users::OidcSubject;
 
 /// The format version gateways check before loading.
 pub const FORMAT_VERSION: u32 = 1;
@@ -161,9 +162,11 @@ pub struct CatalogUser {
     /// ServiceAccounts (`namespace`, `name`) whose tokens act as this user.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub service_accounts: Vec<ServiceAccountRef>,
-    /// OIDC `sub` claims that act as this user.
+    /// OIDC identities (issuer and subject) that act as this user. Written as
+    /// `{issuer, subject}`; a bare string (an older operator's form, or a UserGrant's old
+    /// plain subject) still reads, with no issuer ([`OidcSubject`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub oidc_subjects: Vec<String>,
+    pub oidc_subjects: Vec<OidcSubject>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub api_keys: Vec<crate::apikey::ApiKeyRecord>,
 }
@@ -202,8 +205,9 @@ impl CatalogDocument {
         })
     }
 
-    /// The user an OIDC `sub` claim acts as.
-    pub fn user_by_oidc_subject(&self, subject: &str) -> Option<&CatalogUser> {
+    /// The user bound to exactly this OIDC identity (`issuer: None`: an old plain-subject
+    /// binding, which the gateway applies only under its pinned issuer).
+    pub fn user_by_oidc_subject(&self, subject: &OidcSubject) -> Option<&CatalogUser> {
         self.users
             .iter()
             .find(|u| u.oidc_subjects.iter().any(|s| s == subject))
@@ -492,7 +496,10 @@ mod tests {
                     namespace: "agents".into(),
                     name: "bot".into(),
                 }],
-                oidc_subjects: vec!["sub-1".into()],
+                oidc_subjects: vec![OidcSubject {
+                    issuer: Some("https://idp/".into()),
+                    subject: "sub-1".into(),
+                }],
                 api_keys: vec![crate::apikey::ApiKeyRecord::of(&raw, None).unwrap()],
             }],
             ..Default::default()
@@ -503,9 +510,30 @@ mod tests {
             Some("alice")
         );
         assert_eq!(name(doc.user_by_service_account("other", "bot")), None);
+        let pinned = |issuer: Option<&str>| OidcSubject {
+            issuer: issuer.map(str::to_string),
+            subject: "sub-1".into(),
+        };
         assert_eq!(
-            name(doc.user_by_oidc_subject("sub-1")).as_deref(),
+            name(doc.user_by_oidc_subject(&pinned(Some("https://idp/")))).as_deref(),
             Some("alice")
+        );
+        assert_eq!(
+            name(doc.user_by_oidc_subject(&pinned(Some("https://evil/")))),
+            None
+        );
+        assert_eq!(name(doc.user_by_oidc_subject(&pinned(None))), None);
+        // An older operator's plain subjects still read.
+        let old: CatalogUser = serde_json::from_value(serde_json::json!(
+            {"user": {"username": "bob"}, "oidcSubjects": ["sub-2"]}
+        ))
+        .unwrap();
+        assert_eq!(
+            old.oidc_subjects,
+            [OidcSubject {
+                issuer: None,
+                subject: "sub-2".into()
+            }]
         );
         assert_eq!(doc.user_by_api_key(&raw).unwrap().0.user.username, "alice");
         let forged = crate::apikey::format_key(&[0xab; 6], &[2; 32]);

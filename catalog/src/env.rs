@@ -1,7 +1,8 @@
 //! The environment of a tool process, assembled in one place and one order:
 //! env floor → `env_passthrough` → `env_file` (in Kubernetes mode: the `envFrom` sources)
 //! → `env` → `env` entries with `valueFrom` → the session context (last, so no tool can
-//! spoof the caller). Nothing here reads the process environment itself: the
+//! spoof the caller; every `MCC_CTX*` name a lower layer set is dropped first, so a
+//! context without an email leaves no `MCC_CTX_EMAIL` at all). Nothing here reads the process environment itself: the
 //! caller passes the spawning process's environment in, which keeps the rule testable
 //! and pure.
 //!
@@ -142,6 +143,9 @@ pub fn build_env(
     env.extend(env_file.iter().cloned());
     env.extend(tool.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env.extend(value_from.iter().cloned());
+    // The context layer owns every `MCC_CTX*` name: a caller without an email must not
+    // see an `MCC_CTX_EMAIL` that the tool's env, env_file or a Secret supplied.
+    env.retain(|name, _| !is_context_name(name));
     match &tool.kind {
         ToolKind::Fn { .. } => {
             env.insert(
@@ -156,6 +160,12 @@ pub fn build_env(
         }
     }
     env
+}
+
+/// Whether `name` belongs to the context layer (`MCC_CTX`, `MCC_CTX_<NAME>`, and
+/// anything else starting `MCC_CTX`): only [`build_env`]'s context sets such a name.
+pub fn is_context_name(name: &str) -> bool {
+    name.starts_with("MCC_CTX")
 }
 
 /// `MCC_CTX_<NAME>` variables of exec tools: strings raw, everything else as Python's
@@ -314,6 +324,37 @@ mod tests {
         );
         assert!(!env.contains_key("SECRET"));
         assert!(!env.contains_key("MCC_CTX"));
+    }
+
+    #[test]
+    fn no_context_name_survives_from_a_lower_layer() {
+        // A caller without an email: no layer below the context may supply one.
+        let ctx = json!({"user": "anonymous"});
+        let mut exec = exec_tool();
+        exec.env.insert("MCC_CTX_EMAIL".into(), "boss@corp".into());
+        exec.env.insert("MCC_CTX".into(), "{}".into());
+        let file = pairs(&[("MCC_CTX_GROUPS", "[\"admin\"]"), ("KEEP", "1")]);
+        let secret = pairs(&[("MCC_CTXFOO", "x")]);
+        let env = build_env(
+            &exec,
+            &[],
+            &floor(),
+            &file,
+            &secret,
+            ctx.as_object().unwrap(),
+        );
+        let ctx_names: Vec<&String> = env.keys().filter(|k| is_context_name(k)).collect();
+        assert_eq!(ctx_names, ["MCC_CTX_USER"], "{env:?}");
+        assert_eq!(env["KEEP"], "1");
+
+        let mut func: Tool =
+            serde_json::from_value(json!({"key": "f", "name": "f", "kind": "fn", "path": "m:f"}))
+                .unwrap();
+        func.env.insert("MCC_CTX_EMAIL".into(), "boss@corp".into());
+        let env = build_env(&func, &[], &floor(), &file, &[], ctx.as_object().unwrap());
+        let ctx_names: Vec<&String> = env.keys().filter(|k| is_context_name(k)).collect();
+        assert_eq!(ctx_names, ["MCC_CTX"], "{env:?}");
+        assert_eq!(env["MCC_CTX"], r#"{"user": "anonymous"}"#);
     }
 
     #[test]

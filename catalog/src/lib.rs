@@ -7,6 +7,7 @@
 //!   and run Python for fn introspection);
 //! - [`document`], [`apikey`]: the catalog document the operator publishes and gateways
 //!   in Kubernetes mode load, and the API-key format it carries;
+//! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources.
 
 pub mod apikey;
@@ -27,6 +28,7 @@ pub mod signature;
 pub mod spec;
 pub mod template;
 pub mod tool;
+pub mod users;
 
 pub use load::{LoadError, Loaded, load};
 pub use signature::signature;

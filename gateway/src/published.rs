@@ -212,6 +212,7 @@ pub fn users(configmap: &str, users: &[CatalogUser]) -> Users {
         }
         entries.push(UserEntry {
             user: u.user.clone(),
+            oidc_subjects: u.oidc_subjects.clone(),
             api_keys,
         });
     }

@@ -31,6 +31,7 @@ fn entry(user: User, keys: &[&MintedKey]) -> UserEntry {
     UserEntry {
         user,
         api_keys: keys.iter().map(|k| k.entry.clone()).collect(),
+        ..UserEntry::default()
     }
 }
 

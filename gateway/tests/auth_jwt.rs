@@ -15,7 +15,7 @@ async fn claims_select_catalog_users() {
     let by_email = rs256(
         "rsa1",
         "rsa1.key.pem",
-        &claims(json!({"email": "Alice@Example.com", "sub": "x1"})),
+        &claims(json!({"email": "Alice@Example.com", "email_verified": true, "sub": "x1"})),
     );
     let identity = auth.authenticate(&bearer(&by_email)).await.unwrap();
     assert_eq!(identity.user.unwrap().groups, vec!["osint".to_string()]);
@@ -25,13 +25,19 @@ async fn claims_select_catalog_users() {
         "rsa1.key.pem",
         &claims(json!({"login": "bob", "sub": "x2"})),
     );
-    assert_eq!(username(&auth, &by_login).await.unwrap(), "bob");
+    // `login` and `preferred_username` are not in `username_claims` (default `[sub]`).
+    assert_eq!(username(&auth, &by_login).await.unwrap(), "x2");
     let by_preferred = rs256(
         "rsa1",
         "rsa1.key.pem",
         &claims(json!({"preferred_username": "bob"})),
     );
-    assert_eq!(username(&auth, &by_preferred).await.unwrap(), "bob");
+    assert_eq!(
+        username(&auth, &by_preferred).await,
+        Err(AuthError::InvalidToken(
+            "token names no catalog user and has no 'sub' claim".into()
+        ))
+    );
 
     // Valid, but not in the catalog: a user of that name with no groups and no grants.
     let stranger = rs256(
@@ -65,7 +71,7 @@ async fn claims_select_catalog_users() {
     let nameless = rs256("rsa1", "rsa1.key.pem", &claims(json!({})));
     assert_eq!(
         username(&auth, &nameless).await.unwrap_err().to_string(),
-        "invalid token: token names no user (email, login, preferred_username or sub)"
+        "invalid token: token names no catalog user and has no 'sub' claim"
     );
     assert_eq!(jwks.hits(), 1, "the key set is fetched once and cached");
 }
@@ -193,7 +199,7 @@ async fn static_pem_keys_and_hs256_secrets() {
         users(),
     )
     .unwrap();
-    let by_secret = token("", Algorithm::HS256, None, &claims(json!({"login": "bob"})));
+    let by_secret = token("", Algorithm::HS256, None, &claims(json!({"sub": "bob"})));
     assert_eq!(username(&hs, &by_secret).await.unwrap(), "bob");
     let other_secret = encode(
         &Header::new(Algorithm::HS256),

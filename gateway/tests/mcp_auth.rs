@@ -107,7 +107,7 @@ async fn jwts_authenticate_by_email_or_login_and_rbac_follows() {
     let server = start_with(s, dir).await;
 
     // carol: public, plus an explicit grant of admin.shell.
-    let carol = hs256(json!({"aud": "mcc-gateway", "exp": exp(), "login": "carol"}));
+    let carol = hs256(json!({"aud": "mcc-gateway", "exp": exp(), "sub": "carol"}));
     let client = with_token(&server.url, &carol, false).await;
     let described = call_text(&client, "describe_tools", json!({})).await;
     assert!(described.starts_with("## admin.shell\n"), "{described}");
@@ -115,7 +115,9 @@ async fn jwts_authenticate_by_email_or_login_and_rbac_follows() {
     client.cancel().await.unwrap();
 
     // alice by email claim: admin.
-    let alice = hs256(json!({"aud": "mcc-gateway", "exp": exp(), "email": "alice@example.com"}));
+    let alice = hs256(
+        json!({"aud": "mcc-gateway", "exp": exp(), "email": "alice@example.com", "email_verified": true}),
+    );
     let client = with_token(&server.url, &alice, true).await;
     assert!(
         call_text(&client, "whoami", json!({}))

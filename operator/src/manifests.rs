@@ -17,8 +17,8 @@ use mcc_catalog::crd::{UserGrant, UserGrantSpec};
 use mcc_catalog::env::parse_dotenv;
 use mcc_catalog::load::{self, LoadError, Warning};
 use mcc_catalog::spec::BuiltTool;
-use mcc_catalog::tool::{Tool, User};
-use serde::Deserialize;
+use mcc_catalog::tool::Tool;
+use mcc_catalog::users::UserEntry;
 use sha2::{Digest, Sha256};
 
 use crate::convert::{object_name, tool_resource};
@@ -125,7 +125,17 @@ pub fn convert(opts: &ConvertOptions) -> Result<Converted, ConvertError> {
         ));
     }
     if let Some(path) = &opts.users_file {
-        out.grants = read_users(path)?
+        let entries = read_users(path)?;
+        for e in entries.iter().filter(|e| !e.api_keys.is_empty()) {
+            out.warnings.push(Warning {
+                path: path.clone(),
+                message: format!(
+                    "user '{}': api_keys are not converted; set apiKey.enabled on the UserGrant for a key minted by the operator",
+                    e.user.username
+                ),
+            });
+        }
+        out.grants = entries
             .into_iter()
             .map(|u| grant_resource(u, &opts.namespace))
             .collect();
@@ -221,42 +231,32 @@ pub fn env_file_secret(path: &Path, namespace: &str) -> Result<Secret, ConvertEr
     })
 }
 
-/// A users file: `users:` (or a bare list) of `username`, `email`, `groups`, `tools`.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum UsersFile {
-    Wrapped { users: Vec<User> },
-    Bare(Vec<User>),
-}
-
-/// Reads a users file, naming the file and the problem on error.
-pub fn read_users(path: &Path) -> Result<Vec<User>, ConvertError> {
+/// Reads a users file with the catalog's one reader ([`mcc_catalog::users::parse`]),
+/// naming the file and the entry on error.
+pub fn read_users(path: &Path) -> Result<Vec<UserEntry>, ConvertError> {
     let file_err = |message: String| ConvertError::File {
         path: path.to_path_buf(),
         message,
     };
     let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
-    let file: UsersFile = serde_saphyr::from_str(&text).map_err(|e| {
-        file_err(format!(
-            "expected `users:` with a list of username/email/groups/tools: {e}"
-        ))
-    })?;
-    let users = match file {
-        UsersFile::Wrapped { users } | UsersFile::Bare(users) => users,
-    };
-    if let Some(i) = users.iter().position(|u| u.username.trim().is_empty()) {
-        return Err(file_err(format!("users[{i}]: username must not be empty")));
-    }
-    Ok(users)
+    mcc_catalog::users::parse(&text).map_err(|e| file_err(e.to_string()))
 }
 
-/// The `UserGrant` for a user of a users file.
-pub fn grant_resource(user: User, namespace: &str) -> UserGrant {
+/// The `UserGrant` for a user of a users file. Its API-key records are not carried over
+/// (a grant's key is minted by the operator; the raw keys behind the file's hashes are
+/// unknown here): [`convert`] warns about them.
+pub fn grant_resource(entry: UserEntry, namespace: &str) -> UserGrant {
+    let user = entry.user;
     let spec = UserGrantSpec {
         username: user.username,
         email: user.email,
         groups: user.groups,
         tools: user.tools,
+        oidc_subjects: entry
+            .oidc_subjects
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap_or_default())
+            .collect(),
         ..Default::default()
     };
     let mut grant = UserGrant::new(&object_name(&spec.username), spec);

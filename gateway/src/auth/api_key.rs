@@ -1,23 +1,19 @@
-//! API keys of the form `mcc_<prefix>_<secret>`: minting, parsing and verification.
+//! API keys in the gateway: minting from the system random source and verifying a
+//! presented key against the current [`Directory`] (so a reload revokes at once).
 //!
-//! The prefix (12 lowercase hex characters) is a non-secret lookup handle; the secret
-//! carries the entropy. Only the SHA-256 of the whole raw key is stored (as MCC does), and
-//! it is compared in constant time. Which user a key belongs to, and whether it still
-//! exists, comes from the current [`Directory`], so a reload revokes at once.
+//! The format (`mcc_<prefix>_<secret>`: 12 lowercase hex characters of non-secret lookup
+//! prefix, 64 hex characters of secret), its hash and its parsing are the catalog's one
+//! definition ([`mcc_catalog::apikey`]), which the operator's minting uses too. Only the
+//! SHA-256 of the whole raw key is stored (as MCC does), and it is compared in constant
+//! time.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use mcc_catalog::apikey::{self as format, PREFIX_BYTES, SECRET_BYTES};
 
 use super::AuthError;
 use super::directory::{ApiKeyEntry, Directory};
 
-/// Length of the hex prefix.
-pub const PREFIX_LEN: usize = 12;
-const PREFIX_BYTES: usize = PREFIX_LEN / 2;
-const SECRET_BYTES: usize = 24;
+pub use mcc_catalog::apikey::PREFIX_LEN;
 
 /// A freshly minted key: `raw` is shown to its owner once; `entry` goes in the users file.
 #[derive(Clone, PartialEq, Eq)]
@@ -47,32 +43,20 @@ pub fn mint(expires_at: Option<DateTime<Utc>>) -> Result<MintedKey, MintError> {
     let mut secret = [0u8; SECRET_BYTES];
     getrandom::fill(&mut prefix).map_err(|e| MintError(e.to_string()))?;
     getrandom::fill(&mut secret).map_err(|e| MintError(e.to_string()))?;
-    let prefix = hex::encode(prefix);
-    let raw = format!("mcc_{prefix}_{}", URL_SAFE_NO_PAD.encode(secret));
-    let sha256 = hex::encode(Sha256::digest(raw.as_bytes()));
+    let raw = format::format_key(&prefix, &secret);
     Ok(MintedKey {
-        raw,
         entry: ApiKeyEntry {
-            prefix,
-            sha256,
+            prefix: hex::encode(prefix),
+            sha256: format::hash_key(&raw),
             expires_at,
         },
+        raw,
     })
 }
 
-/// The prefix of a well-formed raw key, or `None`. The secret may itself contain `_`.
+/// The prefix of a well-formed raw key, or `None` ([`mcc_catalog::apikey::prefix_of`]).
 pub fn parse_prefix(raw: &str) -> Option<&str> {
-    let rest = raw.strip_prefix("mcc_")?;
-    let (prefix, secret) = rest.split_once('_')?;
-    let well_formed = prefix.len() == PREFIX_LEN
-        && prefix.bytes().all(|b| b.is_ascii_hexdigit())
-        && !secret.is_empty();
-    well_formed.then_some(prefix)
-}
-
-/// Whether a presented credential looks like an API key (so it is not tried as a JWT).
-pub fn looks_like_key(raw: &str) -> bool {
-    raw.starts_with("mcc_")
+    format::prefix_of(raw)
 }
 
 /// The username a raw key logs in as. Unknown prefix and wrong secret give the same
@@ -86,8 +70,7 @@ pub fn verify<'d>(
     let invalid = || AuthError::InvalidToken("invalid API key".into());
     let prefix = parse_prefix(raw).ok_or_else(invalid)?;
     let record = directory.key(prefix).ok_or_else(invalid)?;
-    let presented: [u8; 32] = Sha256::digest(raw.as_bytes()).into();
-    if !bool::from(presented.ct_eq(&record.sha256)) {
+    if !format::digests_equal(&format::digest(raw), &record.sha256) {
         return Err(invalid());
     }
     if record.expires_at.is_some_and(|at| at <= now) {
@@ -105,7 +88,8 @@ mod tests {
         let key = mint(None).unwrap();
         assert_eq!(parse_prefix(&key.raw), Some(key.entry.prefix.as_str()));
         assert_eq!(key.entry.sha256.len(), 64);
-        assert!(key.raw.len() > 4 + PREFIX_LEN + 1 + 30);
+        assert_eq!(key.raw.len(), 4 + PREFIX_LEN + 1 + 2 * SECRET_BYTES);
+        assert_eq!(mcc_catalog::apikey::hash_key(&key.raw), key.entry.sha256);
         assert!(!format!("{key:?}").contains(&key.raw));
         assert_ne!(mint(None).unwrap().raw, key.raw);
     }
@@ -120,6 +104,7 @@ mod tests {
             "mcc_0123_secret",
             "xyz_0123456789ab_secret",
             "mcc_0123456789zz_secret",
+            "mcc_0123456789AB_secret",
         ] {
             assert_eq!(parse_prefix(bad), None, "{bad}");
         }

@@ -2,8 +2,11 @@
 //! API-key records attached to them, behind a shared handle that a catalog reload swaps
 //! atomically (so a removed user or key stops working on the next request).
 //!
-//! This module owns the users-file entry shape for API keys (`api_keys:` under a user);
-//! reading and watching the users file belongs to the catalog loading code.
+//! The entry shape (users file, and what Kubernetes mode builds from the catalog
+//! document) is the catalog's ([`mcc_catalog::users::UserEntry`]); so is the API-key
+//! format ([`mcc_catalog::apikey`]). This module indexes entries for lookups by
+//! username, email, API-key prefix, OIDC identity and ServiceAccount, and leaves out what
+//! cannot be used.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,44 +14,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use mcc_catalog::User;
-use serde::{Deserialize, Serialize};
-
-use super::api_key::PREFIX_LEN;
-
-/// One user of a users file: the catalog user plus the API keys that log in as them.
-///
-/// ```yaml
-/// users:
-///   - username: alice
-///     email: alice@example.com
-///     groups: [osint]
-///     api_keys:
-///       - prefix: 3f9a0c1b2d4e
-///         sha256: 5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8
-///         expires_at: 2027-03-01T00:00:00Z   # omit or null: never expires
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserEntry {
-    #[serde(flatten)]
-    pub user: User,
-    /// Keys whose holder authenticates as this user (see [`super::api_key`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub api_keys: Vec<ApiKeyEntry>,
-}
-
-/// The stored form of an API key: never the key itself, only its lookup prefix and the
-/// SHA-256 of the whole raw key (`mcc_<prefix>_<secret>`), hex-encoded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiKeyEntry {
-    /// The 12 hex characters after `mcc_`.
-    pub prefix: String,
-    /// Lowercase or uppercase hex SHA-256 of the raw key.
-    pub sha256: String,
-    /// RFC 3339 instant after which the key is refused; `None` = never expires.
-    #[serde(default)]
-    pub expires_at: Option<DateTime<Utc>>,
-}
+use mcc_catalog::apikey::PREFIX_LEN;
+pub use mcc_catalog::users::{ApiKeyEntry, OidcSubject, UserEntry};
 
 /// A key record ready for verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +48,15 @@ pub enum DirectoryError {
         first: String,
         second: String,
     },
+    #[error(
+        "users: OIDC subject '{subject}' of issuer {issuer} is bound to both '{first}' and '{second}'; it acts as neither"
+    )]
+    DuplicateOidcSubject {
+        issuer: String,
+        subject: String,
+        first: String,
+        second: String,
+    },
 }
 
 /// Something [`Directory::lenient`] left out, and how many API-key records went with it.
@@ -101,6 +77,8 @@ pub struct Directory {
     keys: HashMap<String, KeyRecord>,
     /// (namespace, name) of a ServiceAccount → index of the user it acts as.
     service_accounts: HashMap<(String, String), usize>,
+    /// OIDC identity → index of the user it acts as.
+    oidc: HashMap<OidcSubject, usize>,
 }
 
 impl Directory {
@@ -111,7 +89,7 @@ impl Directory {
                 .into_iter()
                 .map(|user| UserEntry {
                     user,
-                    api_keys: vec![],
+                    ..UserEntry::default()
                 })
                 .collect(),
         )
@@ -135,7 +113,9 @@ impl Directory {
     /// - a prefix held by more than one record: all of them, since no record has a
     ///   better claim and a key must never log in as whichever user happens to come
     ///   first;
-    /// - a user listed again: the later entry, with its keys.
+    /// - a user listed again: the later entry, with its keys;
+    /// - an OIDC identity bound to more than one user: every binding of it (as for a
+    ///   shared prefix).
     ///
     /// What was left out comes back in entry order (shared prefixes last); logging it,
     /// with where the users came from, is the caller's job.
@@ -143,6 +123,7 @@ impl Directory {
         let mut dir = Directory::default();
         let mut left_out = Vec::new();
         let mut records: Vec<(String, KeyRecord)> = Vec::new();
+        let mut subjects: Vec<(OidcSubject, usize)> = Vec::new();
         for entry in entries {
             let name = entry.user.username.clone();
             if dir.by_name.contains_key(&name) {
@@ -159,6 +140,9 @@ impl Directory {
                 }
             }
             let index = dir.users.len();
+            for subject in entry.oidc_subjects {
+                subjects.push((subject, index));
+            }
             if let Some(email) = &entry.user.email {
                 // The first user with an email wins, as a lookup by email in MCC does.
                 dir.by_email.entry(email.to_lowercase()).or_insert(index);
@@ -192,7 +176,46 @@ impl Directory {
                 });
             }
         }
+        dir.bind_oidc_subjects(subjects, &mut left_out);
         (dir, left_out)
+    }
+
+    /// Indexes the OIDC bindings; a subject bound to two users binds neither.
+    fn bind_oidc_subjects(
+        &mut self,
+        subjects: Vec<(OidcSubject, usize)>,
+        left_out: &mut Vec<LeftOut>,
+    ) {
+        let mut holders: HashMap<OidcSubject, Vec<usize>> = HashMap::new();
+        let mut order = Vec::new();
+        for (subject, index) in subjects {
+            let held = holders.entry(subject.clone()).or_default();
+            if held.is_empty() {
+                order.push(subject);
+            }
+            if !held.contains(&index) {
+                held.push(index);
+            }
+        }
+        for subject in order {
+            let held = &holders[&subject];
+            if held.len() == 1 {
+                self.oidc.insert(subject, held[0]);
+            } else {
+                left_out.push(LeftOut {
+                    api_keys: 0,
+                    error: DirectoryError::DuplicateOidcSubject {
+                        issuer: subject
+                            .issuer
+                            .clone()
+                            .map_or("(the pinned one)".into(), |i| format!("'{i}'")),
+                        subject: subject.subject.clone(),
+                        first: self.users[held[0]].username.clone(),
+                        second: self.users[held[1]].username.clone(),
+                    },
+                });
+            }
+        }
     }
 
     pub fn users(&self) -> &[User] {
@@ -208,6 +231,17 @@ impl Directory {
         self.by_email
             .get(&email.to_lowercase())
             .map(|&i| &self.users[i])
+    }
+
+    /// The user bound to the OIDC identity (`issuer`, `subject`); `issuer: None` looks up
+    /// the old plain-subject bindings (the caller applies them only under its pinned
+    /// issuer).
+    pub fn by_oidc_subject(&self, issuer: Option<&str>, subject: &str) -> Option<&User> {
+        let key = OidcSubject {
+            issuer: issuer.map(str::to_string),
+            subject: subject.to_string(),
+        };
+        self.oidc.get(&key).map(|&i| &self.users[i])
     }
 
     /// The first user (in catalog order) who is in `group`.
@@ -242,8 +276,7 @@ impl Directory {
 }
 
 fn key_record(user: &str, key: &ApiKeyEntry) -> Result<KeyRecord, DirectoryError> {
-    let prefix_ok = key.prefix.len() == PREFIX_LEN && key.prefix.bytes().all(is_lower_hex);
-    if !prefix_ok {
+    if !mcc_catalog::apikey::is_prefix(&key.prefix) {
         return Err(DirectoryError::BadPrefix {
             user: user.to_string(),
             prefix: key.prefix.clone(),
@@ -259,10 +292,6 @@ fn key_record(user: &str, key: &ApiKeyEntry) -> Result<KeyRecord, DirectoryError
         sha256,
         expires_at: key.expires_at,
     })
-}
-
-fn is_lower_hex(b: u8) -> bool {
-    b.is_ascii_digit() || (b'a'..=b'f').contains(&b)
 }
 
 /// The current [`Directory`], shared by the authenticator and whoever reloads the
@@ -309,7 +338,55 @@ mod tests {
                 sha256: sha.into(),
                 expires_at: None,
             }],
+            ..UserEntry::default()
         }
+    }
+
+    fn bound(name: &str, subjects: &[(Option<&str>, &str)]) -> UserEntry {
+        UserEntry {
+            user: User {
+                username: name.into(),
+                ..Default::default()
+            },
+            oidc_subjects: subjects
+                .iter()
+                .map(|(issuer, subject)| OidcSubject {
+                    issuer: issuer.map(str::to_string),
+                    subject: subject.to_string(),
+                })
+                .collect(),
+            ..UserEntry::default()
+        }
+    }
+
+    #[test]
+    fn oidc_subjects_bind_by_issuer_and_subject_and_shared_ones_bind_no_one() {
+        let idp = Some("https://idp/");
+        let (dir, left_out) = Directory::lenient(vec![
+            bound("alice", &[(idp, "a1"), (None, "legacy")]),
+            bound("bob", &[(idp, "shared")]),
+            bound("carol", &[(idp, "shared"), (Some("https://other/"), "a1")]),
+        ]);
+        let who = |issuer, subject| {
+            dir.by_oidc_subject(issuer, subject)
+                .map(|u| u.username.as_str())
+        };
+        assert_eq!(who(idp, "a1"), Some("alice"));
+        assert_eq!(who(Some("https://other/"), "a1"), Some("carol"));
+        assert_eq!(who(Some("https://evil/"), "a1"), None);
+        assert_eq!(who(None, "legacy"), Some("alice"));
+        assert_eq!(
+            who(idp, "legacy"),
+            None,
+            "a plain subject is not a pinned one"
+        );
+        assert_eq!(who(idp, "shared"), None, "bound twice: neither");
+        assert_eq!(left_out.len(), 1);
+        assert!(
+            left_out[0].error.to_string().contains("'bob' and 'carol'"),
+            "{}",
+            left_out[0].error
+        );
     }
 
     #[test]

@@ -2,10 +2,18 @@
 //! key, or HS256 with a shared secret), check issuer, audience, expiry and required
 //! scopes, and map its claims to a catalog user.
 //!
-//! Identity: the `email` claim selects the catalog user with that email (unless
-//! `email_verified` is `false`); otherwise `login`, then `preferred_username`, then `sub`
-//! names the user. A valid token for someone the catalog does not list becomes a user of
-//! that name with no groups and no grants: it sees only `public` tools.
+//! Identity, first match wins:
+//! 1. `iss` + `sub` bound to a user by `oidcSubjects` (a UserGrant's, or a users-file
+//!    entry's `oidc_subjects`). An old plain-subject binding counts only under the pinned
+//!    `auth.jwt.issuer`.
+//! 2. `email`, only when the provider vouches for it (`email_verified: true`;
+//!    `require_email_verified: false` also accepts a token that does not say).
+//! 3. The claims listed in `username_claims` (default `[sub]`), in order, naming a catalog
+//!    user by username. Claims the user can edit at the identity provider
+//!    (`preferred_username`, `name`, a GitHub `login`) count only if listed there.
+//! 4. Otherwise the caller is a user named by `sub` with no groups and no grants (public
+//!    tools only), refused if that name is a catalog user it was not mapped to (it would
+//!    share that user's sessions).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -62,6 +70,24 @@ pub struct JwtSettings {
     /// Clock skew tolerated on `exp` and `nbf`, in seconds.
     #[serde(default = "default_leeway")]
     pub leeway_secs: u64,
+    /// `true` (default): an `email` claim selects a catalog user only when the token
+    /// says `email_verified: true`. `false`: also when it does not say (never when it
+    /// says `false`).
+    #[serde(default = "default_true")]
+    pub require_email_verified: bool,
+    /// Claims whose value may name a catalog user by username, tried in order after
+    /// `oidcSubjects` and the email. Default `[sub]`. List a claim the user can edit at
+    /// the identity provider (`preferred_username`, `name`) only if the provider forbids
+    /// that edit.
+    #[serde(default = "default_username_claims")]
+    pub username_claims: Vec<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_username_claims() -> Vec<String> {
+    vec!["sub".into()]
 }
 
 fn default_cache_ttl() -> u64 {
@@ -92,6 +118,8 @@ impl Default for JwtSettings {
             jwks_timeout_secs: default_http_timeout(),
             jwks_ca_file: None,
             leeway_secs: default_leeway(),
+            require_email_verified: true,
+            username_claims: default_username_claims(),
         }
     }
 }
@@ -109,6 +137,8 @@ impl std::fmt::Debug for JwtSettings {
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
             .field("required_scopes", &self.required_scopes)
+            .field("require_email_verified", &self.require_email_verified)
+            .field("username_claims", &self.username_claims)
             .finish_non_exhaustive()
     }
 }
@@ -137,6 +167,8 @@ pub enum JwtSetupError {
     NoAudience,
     #[error("auth.jwt.hs256_secret: must be at least 32 bytes")]
     WeakSecret,
+    #[error("auth.jwt.username_claims: '{0}' is not a claim name")]
+    BadClaimName(String),
     #[error("auth.jwt.{field}: {reason}")]
     BadKey { field: &'static str, reason: String },
     #[error("auth.jwt.{field}: cannot read {path}: {reason}")]
@@ -159,18 +191,53 @@ pub struct JwtVerifier {
     keys: KeySource,
     validation: Validation,
     required_scopes: Vec<String>,
+    mapping: Mapping,
+}
+
+/// How a verified token's claims select a catalog user (see the module doc).
+struct Mapping {
+    /// `auth.jwt.issuer`: old plain-subject bindings count under it alone.
+    pinned_issuer: Option<String>,
+    require_email_verified: bool,
+    username_claims: Vec<String>,
 }
 
 /// The claims that name the caller and carry scopes.
 #[derive(Debug, Deserialize)]
 struct Claims {
-    email: Option<String>,
-    email_verified: Option<bool>,
-    login: Option<String>,
-    preferred_username: Option<String>,
+    iss: Option<String>,
     sub: Option<String>,
+    email: Option<String>,
+    /// A boolean, or (some providers) the string `"true"`/`"false"`.
+    email_verified: Option<serde_json::Value>,
     scope: Option<String>,
     scp: Option<Scopes>,
+    /// Every other claim, for `username_claims`.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Claims {
+    /// A non-empty string claim by name.
+    fn text(&self, name: &str) -> Option<&str> {
+        let value = match name {
+            "iss" => self.iss.as_deref(),
+            "sub" => self.sub.as_deref(),
+            "email" => self.email.as_deref(),
+            "scope" => self.scope.as_deref(),
+            other => self.other.get(other).and_then(|v| v.as_str()),
+        };
+        value.filter(|v| !v.is_empty())
+    }
+
+    /// `Some(true)`/`Some(false)` when the token says whether its email is verified.
+    fn email_verified(&self) -> Option<bool> {
+        match self.email_verified.as_ref()? {
+            serde_json::Value::Bool(b) => Some(*b),
+            serde_json::Value::String(s) if s.eq_ignore_ascii_case("true") => Some(true),
+            _ => Some(false),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -196,10 +263,22 @@ impl JwtVerifier {
             required.push("iss");
         }
         validation.set_required_spec_claims(&required);
+        if let Some(bad) = settings
+            .username_claims
+            .iter()
+            .find(|c| c.trim().is_empty() || c.trim() != c.as_str())
+        {
+            return Err(JwtSetupError::BadClaimName(bad.clone()));
+        }
         Ok(Self {
             keys,
             validation,
             required_scopes: settings.required_scopes.clone(),
+            mapping: Mapping {
+                pinned_issuer: settings.issuer.clone(),
+                require_email_verified: settings.require_email_verified,
+                username_claims: settings.username_claims.clone(),
+            },
         })
     }
 
@@ -217,7 +296,7 @@ impl JwtVerifier {
             .map_err(|e| AuthError::InvalidToken(describe(e.kind())))?
             .claims;
         self.check_scopes(&claims)?;
-        resolve(&claims, directory)
+        self.mapping.resolve(&claims, directory)
     }
 
     fn check_scopes(&self, claims: &Claims) -> Result<(), AuthError> {
@@ -341,28 +420,54 @@ fn describe(kind: &ErrorKind) -> String {
     }
 }
 
-fn resolve(claims: &Claims, directory: &Directory) -> Result<User, AuthError> {
-    let trusted_email = claims
-        .email
-        .as_deref()
-        .filter(|_| claims.email_verified != Some(false));
-    if let Some(user) = trusted_email.and_then(|e| directory.by_email(e)) {
-        return Ok(user.clone());
-    }
-    let name = [&claims.login, &claims.preferred_username, &claims.sub]
-        .into_iter()
-        .find_map(|c| c.as_deref().filter(|n| !n.is_empty()))
-        .ok_or_else(|| {
-            AuthError::InvalidToken(
-                "token names no user (email, login, preferred_username or sub)".into(),
-            )
-        })?;
-    Ok(directory
-        .by_username(name)
-        .cloned()
-        .unwrap_or_else(|| User {
-            username: name.to_string(),
-            email: trusted_email.map(str::to_string),
+impl Mapping {
+    /// The catalog user a verified token stands for (the rule is in the module doc).
+    fn resolve(&self, claims: &Claims, directory: &Directory) -> Result<User, AuthError> {
+        let sub = claims.text("sub");
+        if let Some(sub) = sub {
+            // `iss` was checked against the pinned issuer when one is set, so a plain
+            // subject binding is only ever honoured for tokens of that issuer.
+            let bound = claims
+                .text("iss")
+                .and_then(|iss| directory.by_oidc_subject(Some(iss), sub))
+                .or_else(|| {
+                    self.pinned_issuer
+                        .as_ref()
+                        .and_then(|_| directory.by_oidc_subject(None, sub))
+                });
+            if let Some(user) = bound {
+                return Ok(user.clone());
+            }
+        }
+        let verified = match claims.email_verified() {
+            Some(said) => said,
+            None => !self.require_email_verified,
+        };
+        let email = claims.text("email").filter(|_| verified);
+        if let Some(user) = email.and_then(|e| directory.by_email(e)) {
+            return Ok(user.clone());
+        }
+        for claim in &self.username_claims {
+            if let Some(user) = claims.text(claim).and_then(|n| directory.by_username(n)) {
+                return Ok(user.clone());
+            }
+        }
+        let Some(sub) = sub else {
+            return Err(AuthError::InvalidToken(
+                "token names no catalog user and has no 'sub' claim".into(),
+            ));
+        };
+        if directory.by_username(sub).is_some() {
+            // Named after a catalog user it was not mapped to, it would share that
+            // user's session buckets.
+            return Err(AuthError::Forbidden(format!(
+                "the token's subject '{sub}' is the name of a catalog user it is not mapped to; bind it with that user's oidcSubjects (issuer and subject)"
+            )));
+        }
+        Ok(User {
+            username: sub.to_string(),
+            email: email.map(str::to_string),
             ..User::default()
-        }))
+        })
+    }
 }

@@ -1,16 +1,15 @@
-//! The users file of file mode (`users:` with username, email, groups, tools and
-//! api_keys; the entry shape is [`crate::auth::UserEntry`]) read into the auth
-//! [`Directory`]. The file must parse and name each user once; a bad or shared API-key
-//! record is left out (logged, counted) and every other user and key is served, as in
-//! Kubernetes mode ([`Directory::lenient`]).
+//! The users file of file mode read into the auth [`Directory`]. The file's shape and
+//! its rules (unknown keys, empty or repeated usernames refuse the file) are the
+//! catalog's one reader, [`mcc_catalog::users::parse`], which `mcc-operator convert`
+//! calls too. A bad or shared API-key record, or an OIDC subject bound to two users, is
+//! left out (logged, counted) and every other user and key is served, as in Kubernetes
+//! mode ([`Directory::lenient`]).
 
 use std::path::Path;
 
-use serde::Deserialize;
-
 use super::CatalogError;
+use crate::auth::Directory;
 use crate::auth::directory::LeftOut;
-use crate::auth::{Directory, DirectoryError, UserEntry};
 
 /// Users (and API keys) ready to swap in, and how many key records were left out.
 #[derive(Debug, Default)]
@@ -22,7 +21,7 @@ pub struct Users {
 impl Users {
     /// Users from `entries`, leaving out what cannot be used; each left-out record is
     /// logged with `source` (the file or ConfigMap).
-    pub fn lenient(source: &str, entries: Vec<UserEntry>) -> Self {
+    pub fn lenient(source: &str, entries: Vec<crate::auth::UserEntry>) -> Self {
         let (directory, left_out) = Directory::lenient(entries);
         Self {
             directory,
@@ -39,15 +38,6 @@ pub fn log_left_out(source: &str, left_out: &[LeftOut]) -> usize {
     left_out.iter().map(|l| l.api_keys).sum()
 }
 
-/// The keys of a users-file entry.
-const USER_KEYS: [&str; 5] = ["username", "email", "groups", "tools", "api_keys"];
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UsersFile {
-    users: Vec<UserEntry>,
-}
-
 /// Reads a users file, checked as the auth directory needs it.
 pub fn load_users(path: &Path) -> Result<Users, CatalogError> {
     let err = |message: String| CatalogError::Users {
@@ -55,43 +45,8 @@ pub fn load_users(path: &Path) -> Result<Users, CatalogError> {
         message,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let raw: serde_json::Value = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
-    if let Some(users) = raw.get("users").and_then(|u| u.as_array()) {
-        for (i, user) in users.iter().enumerate() {
-            let unknown = user
-                .as_object()
-                .into_iter()
-                .flat_map(|m| m.keys())
-                .find(|k| !USER_KEYS.contains(&k.as_str()));
-            if let Some(key) = unknown {
-                return Err(err(format!(
-                    "users[{i}]: unknown key '{key}' (expected one of: {})",
-                    USER_KEYS.join(", ")
-                )));
-            }
-        }
-    }
-    let file: UsersFile = serde_json::from_value(raw).map_err(|e| err(e.to_string()))?;
-    if let Some(i) = file
-        .users
-        .iter()
-        .position(|u| u.user.username.trim().is_empty())
-    {
-        return Err(err(format!("users[{i}]: username: must not be empty")));
-    }
-    let (directory, left_out) = Directory::lenient(file.users);
-    // A user listed twice is an editing mistake in one file, not a record to drop: which
-    // entry was meant is unknown, so the file is refused (the last good users stay).
-    if let Some(l) = left_out
-        .iter()
-        .find(|l| matches!(l.error, DirectoryError::DuplicateUser(_)))
-    {
-        return Err(err(l.error.to_string()));
-    }
-    Ok(Users {
-        directory,
-        excluded_api_keys: log_left_out(&path.display().to_string(), &left_out),
-    })
+    let entries = mcc_catalog::users::parse(&text).map_err(|e| err(e.to_string()))?;
+    Ok(Users::lenient(&path.display().to_string(), entries))
 }
 
 #[cfg(test)]

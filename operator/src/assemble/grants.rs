@@ -3,7 +3,9 @@
 //!
 //! - A grant counts only in a trusted namespace: elsewhere it adds no user, no groups, no
 //!   ServiceAccount binding and no API key (`UntrustedNamespace`).
-//! - A grant whose username or groups break the catalog's name rules is `InvalidSpec`.
+//! - A grant whose username or groups break the catalog's name rules, or whose
+//!   `oidcSubjects` entry is neither `{issuer, subject}` nor a bare subject, is
+//!   `InvalidSpec`.
 //! - Grants for one username are unioned (oldest grant's email wins).
 //! - An API key is published only if no older grant's key has the same prefix (the
 //!   prefix is how gateways find a key): the younger grant's user is served without that
@@ -18,6 +20,8 @@ use mcc_catalog::crd::UserGrant;
 use mcc_catalog::document::{CatalogUser, ServiceAccountRef};
 use mcc_catalog::key::union_groups;
 use mcc_catalog::tool::User;
+use mcc_catalog::users::OidcSubject;
+use serde::Deserialize;
 
 use super::{Assembly, Verdict, watched};
 use crate::convert::Invalid;
@@ -90,7 +94,21 @@ fn check_grant(grant: &UserGrant) -> Result<(), Invalid> {
             ));
         }
     }
-    Ok(())
+    oidc_subjects(spec).map(|_| ())
+}
+
+/// The grant's `oidcSubjects`, each `{issuer, subject}` or an old bare subject string.
+fn oidc_subjects(spec: &mcc_catalog::crd::UserGrantSpec) -> Result<Vec<OidcSubject>, Invalid> {
+    spec.oidc_subjects
+        .iter()
+        .enumerate()
+        .map(|(i, value)| {
+            OidcSubject::deserialize(value).map_err(|e| Invalid {
+                field: format!("oidcSubjects[{i}]"),
+                message: e.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// Unions a grant into its user (oldest grant's email wins), with `key` if any.
@@ -121,8 +139,9 @@ fn merge_grant(
             namespace: sa.namespace.clone().unwrap_or_else(|| namespace.clone()),
             name: sa.name.clone(),
         }));
+    // Checked by `check_grant` before any grant is merged.
     entry
         .oidc_subjects
-        .extend(spec.oidc_subjects.iter().cloned());
+        .extend(oidc_subjects(spec).unwrap_or_default());
     entry.api_keys.extend(key);
 }

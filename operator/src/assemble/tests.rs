@@ -361,3 +361,36 @@ fn grants_union_by_username() {
     assert!(a.document.users.is_empty());
     assert!(matches!(&a.grants["ns/g3"], Verdict::Invalid(e) if e.field == "groups[0]"));
 }
+
+#[test]
+fn oidc_subjects_are_published_with_their_issuer_and_old_plain_subjects_still_read() {
+    use mcc_catalog::users::OidcSubject;
+    let mut g = TestGrant::new("g", "alice");
+    g.spec.oidc_subjects = vec![
+        serde_json::json!({"issuer": "https://idp.example.com/", "subject": "00u1"}),
+        serde_json::json!("legacy-sub"),
+    ];
+    let a = assemble(&[], &arcs(vec![g]), &test_policy());
+    assert!(matches!(a.grants["ns/g"], Verdict::Ready { .. }));
+    let mut subjects = a.document.users[0].oidc_subjects.clone();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        [
+            OidcSubject {
+                issuer: None,
+                subject: "legacy-sub".into()
+            },
+            OidcSubject {
+                issuer: Some("https://idp.example.com/".into()),
+                subject: "00u1".into()
+            },
+        ]
+    );
+    // A malformed entry is the grant's own problem, named by index; no user is made.
+    let mut bad = TestGrant::new("g2", "bob");
+    bad.spec.oidc_subjects = vec![serde_json::json!("ok"), serde_json::json!({"sub": "x"})];
+    let a = assemble(&[], &arcs(vec![bad]), &test_policy());
+    assert!(a.document.users.is_empty());
+    assert!(matches!(&a.grants["ns/g2"], Verdict::Invalid(e) if e.field == "oidcSubjects[1]"));
+}
