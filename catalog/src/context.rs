@@ -1,5 +1,6 @@
 //! The session context a tool receives: the caller's identity (reserved, re-derived on
-//! every call) merged over the session's stored variables, and the rules for names.
+//! every call) merged over the session's stored variables, the rules for names, the
+//! kernel's bound on its size, and an fn tool's write-back as a diff.
 
 use serde_json::{Map, Value};
 
@@ -96,6 +97,70 @@ pub fn sanitize_write_back(returned: &Map<String, Value>) -> Result<Map<String, 
         .collect())
 }
 
+/// The kernel's limit on one environment string (`MAX_ARG_STRLEN`, 32 pages of 4 KiB),
+/// counting `NAME=` and the terminating NUL.
+pub const ENV_STRING_MAX: usize = 128 * 1024;
+
+/// Makes `ctx` fit in one environment string: `MCC_CTX=<json>` (fn tools; exec tools get
+/// each entry separately, each shorter than the whole) under [`ENV_STRING_MAX`]. Drops
+/// the largest stored variables first (never identity keys) and returns their names, so
+/// a stored context can never stop a tool from starting; the session limits keep this
+/// from happening with the defaults.
+pub fn fit_env(ctx: &mut Map<String, Value>) -> Vec<String> {
+    let budget = ENV_STRING_MAX - "MCC_CTX=".len() - 1;
+    let mut dropped = Vec::new();
+    let mut size = crate::pyfmt::json_dumps(&Value::Object(ctx.clone())).len();
+    while size > budget {
+        let largest = ctx
+            .iter()
+            .filter(|(k, _)| !is_reserved(k))
+            .map(|(k, v)| (k.len() + crate::pyfmt::json_dumps(v).len(), k.clone()))
+            .max();
+        let Some((_, name)) = largest else { break };
+        ctx.remove(&name);
+        size = crate::pyfmt::json_dumps(&Value::Object(ctx.clone())).len();
+        dropped.push(name);
+    }
+    dropped
+}
+
+/// An fn tool's write-back, as changes to the variables it was given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WriteBack {
+    /// Variables the tool added or changed, with their new values.
+    pub set: Map<String, Value>,
+    /// Variables it was given and removed.
+    pub delete: Vec<String>,
+}
+
+impl WriteBack {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.delete.is_empty()
+    }
+}
+
+/// What an fn tool changed in its context: `given` is the context it received, `returned`
+/// what it left. Reserved keys are ignored on both sides; any non-slug key the tool left
+/// rejects the whole write-back. Applied to the bucket the tool was given, this is MCC's
+/// "full replace"; applied to a bucket another call changed meanwhile, it keeps those
+/// changes (keys the tool did not touch).
+pub fn write_back_diff(
+    given: &Map<String, Value>,
+    returned: &Map<String, Value>,
+) -> Result<WriteBack, NameError> {
+    let kept = sanitize_write_back(returned)?;
+    let delete = given
+        .keys()
+        .filter(|k| !is_reserved(k) && !kept.contains_key(*k))
+        .cloned()
+        .collect();
+    let set = kept
+        .into_iter()
+        .filter(|(k, v)| given.get(k) != Some(v))
+        .collect();
+    Ok(WriteBack { set, delete })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +235,37 @@ mod tests {
             .unwrap()
             .clone();
         assert!(sanitize_write_back(&bad).is_err());
+    }
+
+    #[test]
+    fn write_back_is_a_diff_against_what_was_given() {
+        let given = json!({"user": "alice", "a": 1, "b": 2, "c": 3})
+            .as_object()
+            .unwrap()
+            .clone();
+        let left = json!({"user": "mallory", "a": 1, "b": 20, "d": 4})
+            .as_object()
+            .unwrap()
+            .clone();
+        let wb = write_back_diff(&given, &left).unwrap();
+        assert_eq!(Value::Object(wb.set), json!({"b": 20, "d": 4}));
+        assert_eq!(wb.delete, vec!["c".to_string()]);
+        assert!(write_back_diff(&given, &given).unwrap().is_empty());
+        let bad = json!({"Bad": 1}).as_object().unwrap().clone();
+        assert!(write_back_diff(&given, &bad).is_err());
+    }
+
+    #[test]
+    fn oversized_contexts_shed_their_largest_variables() {
+        let mut ctx = json!({"user": "alice", "small": 1, "big": "x".repeat(100_000),
+                             "bigger": "y".repeat(120_000)})
+        .as_object()
+        .unwrap()
+        .clone();
+        let dropped = fit_env(&mut ctx);
+        assert_eq!(dropped, vec!["bigger".to_string()]);
+        assert!(crate::pyfmt::json_dumps(&Value::Object(ctx.clone())).len() < ENV_STRING_MAX);
+        assert_eq!(ctx["user"], "alice");
+        assert!(fit_env(&mut ctx).is_empty());
     }
 }

@@ -102,7 +102,17 @@ async fn run(
         Ok(v) => v,
         Err(e) => return ("error", failure(shared.store_failure("vars", e))),
     };
-    let context = context::assemble(user, &stored);
+    let mut context = context::assemble(user, &stored);
+    let dropped = context::fit_env(&mut context);
+    if !dropped.is_empty() {
+        tracing::warn!(
+            tool = key,
+            ?dropped,
+            "execute: session variables left out of the context: it would not fit one environment string"
+        );
+    }
+    // What the tool is given: its write-back is applied as changes against this.
+    let given = context.clone();
 
     let execution = match shared
         .engine
@@ -134,7 +144,7 @@ async fn run(
         && tool.kind.is_fn()
         && !execution.cached
     {
-        write_back(shared, call, &scope, key, left).await;
+        write_back(shared, call, &scope, key, &given, left).await;
     }
     let outcome = parse_shell_json(tool, execution.outcome);
     (label, shape(&outcome, shared.response_max_size).into())
@@ -157,20 +167,29 @@ fn parse_shell_json(tool: &mcc_catalog::Tool, outcome: Outcome) -> Outcome {
     }
 }
 
-/// Replaces the scope's variables with what an fn tool left in its context. Invalid keys
-/// reject the whole write-back (logged); the tool's result is returned either way.
+/// Applies what an fn tool changed in its context (keys set, changed or deleted against
+/// `given`, the context it received) to the scope's variables, atomically; variables it
+/// did not touch keep what concurrent calls stored meanwhile. Invalid keys, or a result
+/// over the session limits, reject the whole write-back (logged; the stored variables
+/// stay as they were); the tool's result is returned either way.
 async fn write_back(
     shared: &Shared,
     call: &CallCtx,
     scope: &Scope,
     key: &str,
+    given: &Map<String, Value>,
     left: &Map<String, Value>,
 ) {
-    match context::sanitize_write_back(left) {
-        Ok(vars) => {
-            if let Err(e) = shared.sessions.replace(scope, vars).await {
-                let message = shared.store_failure("replace", e);
-                tracing::error!(tool = key, error = %message, "execute: write-back failed");
+    match context::write_back_diff(given, left) {
+        Ok(changes) => {
+            if let Err(e) = shared.sessions.apply(scope, &changes).await {
+                let message = shared.store_failure("write_back", e);
+                tracing::warn!(
+                    user = call.caller.username(),
+                    tool = key,
+                    error = %message,
+                    "execute: context write-back not applied; session vars unchanged"
+                );
             }
         }
         Err(e) => tracing::warn!(

@@ -23,23 +23,26 @@ pub struct RedisSessionRegistry {
 pub struct RegistryError(String);
 
 impl RedisSessionRegistry {
-    /// Connects lazily; while Redis is down, calls fail fast and the connection manager
-    /// reconnects by itself when it returns.
-    pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
-        let client = redis::Client::open(url)
-            .map_err(|e| RegistryError(format!("{}: {e}", crate::session::redact_url(url))))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| RegistryError(e.to_string()))?;
-        Ok(Self {
+    /// Over the session store's connection ([`crate::session::connect_redis`]): lazy,
+    /// failing fast while Redis is down and reconnecting by itself when it returns.
+    pub fn over_connection(
+        conn: redis::aio::ConnectionManager,
+        prefix: &str,
+        ttl: Duration,
+    ) -> Self {
+        Self {
             conn,
             prefix: prefix.to_string(),
             ttl,
-        })
+        }
+    }
+
+    /// A registry on its own connection to `url`, set up like the session store's.
+    /// Prefer [`Self::over_connection`] with the store's connection.
+    pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
+        let conn = crate::session::connect_redis(url, Duration::from_secs(2))
+            .map_err(|e| RegistryError(e.reason))?;
+        Ok(Self::over_connection(conn, prefix, ttl))
     }
 
     fn key(&self, session_id: &str) -> String {

@@ -261,10 +261,8 @@ impl McpServer {
                 "set_session",
                 format!("Set {}.", mcc_catalog::pyfmt::repr_str(&args.name)),
             ),
-            Err(e) => {
-                self.shared.metrics.store_error("set");
-                error_result(e.to_string())
-            }
+            // Limits and the anonymous default bucket are refusals, not store failures.
+            Err(e) => error_result(self.shared.store_failure("set", e)),
         }
     }
 

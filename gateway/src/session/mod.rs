@@ -7,6 +7,12 @@
 //! - Values keep their JSON types. Each write refreshes the bucket's TTL (24 h default).
 //! - Names are checked with [`mcc_catalog::context`]'s rules before anything is stored,
 //!   so a bucket never holds a reserved or non-slug name.
+//! - Bounded ([`limits`]): one value's size, variables and bytes per bucket, handles per
+//!   user; a refused write changes nothing. An fn tool's write-back is applied as a diff
+//!   against the context it was given, atomically, so a concurrent `set_session` of
+//!   another variable survives it.
+//! - Anonymous callers never share a bucket: the anonymous default bucket (no MCP
+//!   session, no handle) is never written.
 //! - Two backends behind one type: in-memory (the embedded default, one process) and
 //!   Redis (shared by every replica). When Redis is down, calls fail with
 //!   [`SessionError::Unavailable`] and work again once it is back, without a restart.
@@ -14,17 +20,19 @@
 //! Identity keys are not stored here: the context a tool sees is assembled by
 //! [`mcc_catalog::context::assemble`] from these variables and the authenticated caller.
 
+pub mod limits;
 mod memory;
 mod redis;
 
 use std::time::Duration;
 
-use mcc_catalog::context::{NameError, check_writable};
+use mcc_catalog::context::{ANONYMOUS, NameError, WriteBack, check_writable};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use limits::Limits;
 pub use memory::MemoryStore;
-pub use redis::RedisStore;
+pub use redis::{RedisStore, connect as connect_redis};
 
 /// The handle of a caller's bucket when the request names no session (2026-07-28
 /// clients that did not call `new_session`).
@@ -54,6 +62,56 @@ pub struct SessionSettings {
     /// Redis connect and response timeout, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Largest value of one variable, in bytes of its JSON text.
+    #[serde(default = "limits_default::value")]
+    pub max_value_bytes: usize,
+    /// Most variables in one bucket.
+    #[serde(default = "limits_default::vars")]
+    pub max_vars: usize,
+    /// Largest bucket: names plus JSON texts of all its variables, in bytes.
+    #[serde(default = "limits_default::bucket")]
+    pub max_bucket_bytes: usize,
+    /// Most live `new_session` handles one user holds at once.
+    #[serde(default = "limits_default::handles")]
+    pub max_handles_per_user: usize,
+}
+
+mod limits_default {
+    pub fn value() -> usize {
+        super::limits::DEFAULT_MAX_VALUE_BYTES
+    }
+    pub fn vars() -> usize {
+        super::limits::DEFAULT_MAX_VARS
+    }
+    pub fn bucket() -> usize {
+        super::limits::DEFAULT_MAX_BUCKET_BYTES
+    }
+    pub fn handles() -> usize {
+        super::limits::DEFAULT_MAX_HANDLES_PER_USER
+    }
+}
+
+impl SessionSettings {
+    /// The limits these settings enforce.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_value_bytes: self.max_value_bytes,
+            max_vars: self.max_vars,
+            max_bucket_bytes: self.max_bucket_bytes,
+            max_handles_per_user: self.max_handles_per_user,
+        }
+    }
+
+    /// The Redis URL every Redis user of the gateway connects to (sessions, the legacy
+    /// MCP session registry, the result cache, the search cache unless it names its own):
+    /// `session.redis_url`, which the settings loader fills from `REDIS_URL`. `None`
+    /// unless the backend is `redis`. The one place that answers "which Redis".
+    pub fn redis_url(&self) -> Option<&str> {
+        match self.backend {
+            SessionBackend::Redis => self.redis_url.as_deref().filter(|u| !u.is_empty()),
+            SessionBackend::Memory => None,
+        }
+    }
 }
 
 /// Which backend holds the buckets.
@@ -83,6 +141,10 @@ impl Default for SessionSettings {
             ttl_secs: default_ttl(),
             key_prefix: default_prefix(),
             timeout_ms: default_timeout_ms(),
+            max_value_bytes: limits::DEFAULT_MAX_VALUE_BYTES,
+            max_vars: limits::DEFAULT_MAX_VARS,
+            max_bucket_bytes: limits::DEFAULT_MAX_BUCKET_BYTES,
+            max_handles_per_user: limits::DEFAULT_MAX_HANDLES_PER_USER,
         }
     }
 }
@@ -95,6 +157,7 @@ impl std::fmt::Debug for SessionSettings {
             .field("ttl_secs", &self.ttl_secs)
             .field("key_prefix", &self.key_prefix)
             .field("timeout_ms", &self.timeout_ms)
+            .field("limits", &self.limits())
             .finish()
     }
 }
@@ -124,6 +187,38 @@ pub enum SessionError {
     NotYourHandle(String),
     #[error("session store holds an unreadable value for '{name}': {reason}")]
     Corrupt { name: String, reason: String },
+    #[error(
+        "Value of {} is {size} bytes as JSON, over the limit of {limit} bytes \
+         (setting session.max_value_bytes). Nothing was stored.",
+        mcc_catalog::pyfmt::repr_str(.name)
+    )]
+    ValueTooLarge {
+        name: String,
+        size: usize,
+        limit: usize,
+    },
+    #[error(
+        "The session would hold {count} variables, over the limit of {limit} \
+         (setting session.max_vars). Nothing was stored."
+    )]
+    TooManyVars { count: usize, limit: usize },
+    #[error(
+        "The session's variables would take {size} bytes, over the limit of {limit} bytes \
+         (setting session.max_bucket_bytes). Nothing was stored; set a large variable \
+         to null to make room."
+    )]
+    BucketTooLarge { size: usize, limit: usize },
+    #[error(
+        "You already hold {limit} live sessions from new_session, the limit \
+         (setting session.max_handles_per_user). Reuse one of them; each expires \
+         session.ttl_secs after it was created."
+    )]
+    TooManyHandles { limit: usize },
+    #[error(
+        "Anonymous callers have no shared default session. Call new_session and pass \
+         the handle it returns as the `session` argument."
+    )]
+    AnonymousDefault,
 }
 
 /// A bad `session` setting, named.
@@ -164,6 +259,12 @@ impl Scope {
         }
     }
 
+    /// The default bucket of `anonymous`: every anonymous caller would share it, so it
+    /// is never written (reads find it empty).
+    pub fn is_shared_anonymous(&self) -> bool {
+        self.handle == DEFAULT_HANDLE && self.username == ANONYMOUS
+    }
+
     pub fn handle(&self) -> &str {
         &self.handle
     }
@@ -188,6 +289,11 @@ fn is_valid_handle(handle: &str) -> bool {
 /// `<prefix>:handle:<handle>`: who minted a `new_session` handle.
 fn handle_owner_key(prefix: &str, handle: &str) -> String {
     format!("{prefix}:handle:{handle}")
+}
+
+/// `<prefix>:handles-of:<username>`: the live handles a user minted (to bound them).
+fn handles_of_key(prefix: &str, username: &str) -> String {
+    format!("{prefix}:handles-of:{username}")
 }
 
 /// A fresh random handle, `s_` + 32 hex characters (128 bits).
@@ -222,8 +328,12 @@ impl SessionStore {
             return Err(setup("ttl_secs", "must be at least 1"));
         }
         let ttl = Duration::from_secs(settings.ttl_secs);
+        let limits = settings.limits();
+        limits
+            .validate()
+            .map_err(|(field, reason)| SessionSetupError { field, reason })?;
         match settings.backend {
-            SessionBackend::Memory => Ok(Self::Memory(MemoryStore::new(ttl))),
+            SessionBackend::Memory => Ok(Self::Memory(MemoryStore::new(ttl, limits))),
             SessionBackend::Redis => {
                 if settings.key_prefix.is_empty()
                     || settings.key_prefix.contains(char::is_whitespace)
@@ -231,12 +341,16 @@ impl SessionStore {
                     return Err(setup("key_prefix", "must be non-empty, without spaces"));
                 }
                 let url = settings
-                    .redis_url
-                    .clone()
-                    .or_else(|| std::env::var("REDIS_URL").ok().filter(|u| !u.is_empty()))
+                    .redis_url()
                     .ok_or_else(|| setup("redis_url", "not set (nor REDIS_URL)"))?;
                 let timeout = Duration::from_millis(settings.timeout_ms.max(1));
-                RedisStore::new(&url, &settings.key_prefix, ttl, timeout).map(Self::Redis)
+                let conn = connect_redis(url, timeout)?;
+                Ok(Self::Redis(RedisStore::new(
+                    conn,
+                    &settings.key_prefix,
+                    ttl,
+                    limits,
+                )))
             }
         }
     }
@@ -258,16 +372,62 @@ impl SessionStore {
     }
 
     /// Store one variable (atomic per variable; the bucket's TTL is refreshed). Refuses
-    /// reserved and non-slug names with the catalog's messages.
+    /// reserved and non-slug names with the catalog's messages, values and buckets over
+    /// the limits (nothing changes), and the shared anonymous bucket.
     pub async fn set(&self, scope: &Scope, name: &str, value: Value) -> Result<(), SessionError> {
         check_writable(name)?;
-        match self {
-            Self::Memory(m) => {
-                m.set(scope, name, value);
-                Ok(())
-            }
-            Self::Redis(r) => r.set(scope, name, &value).await,
+        if scope.is_shared_anonymous() {
+            return Err(SessionError::AnonymousDefault);
         }
+        let text = limits::value_text(&value);
+        self.limits().check_value(name, &text)?;
+        match self {
+            Self::Memory(m) => m.set(scope, name, value, &text),
+            Self::Redis(r) => r.set(scope, name, &text).await,
+        }
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        match self {
+            Self::Memory(m) => m.limits(),
+            Self::Redis(r) => r.limits(),
+        }
+    }
+
+    /// Apply an fn tool's write-back (see [`mcc_catalog::context::write_back_diff`]):
+    /// its sets and deletes in one atomic step, checked against the limits as a whole —
+    /// over a limit, nothing is written. Keys it did not touch keep whatever concurrent
+    /// calls stored meanwhile.
+    pub async fn apply(&self, scope: &Scope, changes: &WriteBack) -> Result<(), SessionError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if scope.is_shared_anonymous() {
+            return Err(SessionError::AnonymousDefault);
+        }
+        let set = self.checked_texts(&changes.set)?;
+        match self {
+            Self::Memory(m) => m.apply(scope, &changes.set, &set, &changes.delete, false),
+            Self::Redis(r) => r.apply(scope, &set, &changes.delete, false).await,
+        }
+    }
+
+    /// Names checked and values turned into their stored texts, each within the value
+    /// limit.
+    fn checked_texts(
+        &self,
+        vars: &Map<String, Value>,
+    ) -> Result<Vec<(String, String)>, SessionError> {
+        let limits = self.limits();
+        vars.iter()
+            .map(|(name, value)| {
+                check_writable(name)?;
+                let text = limits::value_text(value);
+                limits.check_value(name, &text)?;
+                Ok((name.clone(), text))
+            })
+            .collect()
     }
 
     /// Every stored variable of the bucket (empty when none).
@@ -286,15 +446,13 @@ impl SessionStore {
         scope: &Scope,
         vars: Map<String, Value>,
     ) -> Result<(), SessionError> {
-        for name in vars.keys() {
-            check_writable(name)?;
+        if scope.is_shared_anonymous() {
+            return Err(SessionError::AnonymousDefault);
         }
+        let set = self.checked_texts(&vars)?;
         match self {
-            Self::Memory(m) => {
-                m.replace(scope, vars);
-                Ok(())
-            }
-            Self::Redis(r) => r.replace(scope, &vars).await,
+            Self::Memory(m) => m.apply(scope, &vars, &set, &[], true),
+            Self::Redis(r) => r.apply(scope, &set, &[], true).await,
         }
     }
 
@@ -306,12 +464,13 @@ impl SessionStore {
         }
     }
 
-    /// Mint a `new_session` handle owned by `username`, valid for [`Self::ttl`].
+    /// Mint a `new_session` handle owned by `username`, valid for [`Self::ttl`]; refused
+    /// when the user already holds `max_handles_per_user` live ones.
     pub async fn mint_handle(&self, username: &str) -> Result<String, SessionError> {
         loop {
             let handle = random_handle()?;
             let claimed = match self {
-                Self::Memory(m) => m.claim_handle(&handle, username),
+                Self::Memory(m) => m.claim_handle(&handle, username)?,
                 Self::Redis(r) => r.claim_handle(&handle, username).await?,
             };
             // A collision of 128 random bits will not happen; if it did, draw again.

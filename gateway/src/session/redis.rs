@@ -1,14 +1,19 @@
 //! The Redis session backend, shared by every gateway replica.
 //!
 //! A bucket is one Redis hash (`<prefix>:session:<handle>:<username>`), one field per
-//! variable holding its JSON text: `HSET` of one field cannot lose a concurrent write to
-//! another, and each write runs `HSET` + `EXPIRE` in one `MULTI`/`EXEC`. A full replace
-//! is `DEL` + `HSET` + `EXPIRE` in one transaction. Minted handles are string keys
-//! `<prefix>:handle:<handle>` holding the owner, set with `NX EX`.
+//! variable holding its JSON text. Every write is one Lua script, so the limit check
+//! and the write are atomic and a write never loses a concurrent write to another
+//! field: `set_session` checks the bucket's would-be size and runs `HSET` + `EXPIRE`; a
+//! write-back applies its `HDEL`s and `HSET`s (or, for a full replace, drops every other
+//! field) the same way. Minted handles are string keys `<prefix>:handle:<handle>`
+//! holding the owner (`SET NX EX`), counted per user in a sorted set
+//! `<prefix>:handles-of:<username>` scored by expiry.
 //!
-//! The connection is a [`ConnectionManager`] created lazily with short timeouts: while
-//! Redis is down each call fails fast with "session store unavailable: …", and the
-//! manager reconnects on its own once Redis is back.
+//! [`connect`] is the gateway's one Redis connection setup: a [`ConnectionManager`]
+//! created lazily with short timeouts. While Redis is down each call fails fast with
+//! "session store unavailable: …", and the manager reconnects on its own once Redis is
+//! back. Everything else that talks to Redis (the legacy MCP session registry, the
+//! result cache) uses the session store's connection.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +21,82 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde_json::{Map, Value};
 
-use super::{Scope, SessionError, SessionSetupError, decode, handle_owner_key};
+use super::limits::Limits;
+use super::{Scope, SessionError, SessionSetupError, decode, handle_owner_key, handles_of_key};
+
+/// Applies a bucket write if the result stays within the limits.
+/// KEYS[1]: the bucket. ARGV: ttl, max_vars, max_bytes, replace_all (0/1), number of
+/// sets n, then n (name, text) pairs, then the names to delete.
+/// Returns {"ok", bytes} or {"vars"|"bytes", would-be value}.
+const WRITE_SCRIPT: &str = r#"
+local n = tonumber(ARGV[5])
+local sets, dels = {}, {}
+for i = 0, n - 1 do sets[ARGV[6 + 2 * i]] = ARGV[7 + 2 * i] end
+for i = 6 + 2 * n, #ARGV do dels[ARGV[i]] = true end
+local fields = redis.call('HGETALL', KEYS[1])
+local count, bytes, stale = 0, 0, {}
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  if ARGV[4] == '1' or dels[name] then
+    if sets[name] == nil then stale[#stale + 1] = name end
+  elseif sets[name] == nil then
+    count = count + 1
+    bytes = bytes + #name + #fields[i + 1]
+  end
+end
+for name, text in pairs(sets) do
+  count = count + 1
+  bytes = bytes + #name + #text
+end
+if count > tonumber(ARGV[2]) then return {'vars', count} end
+if bytes > tonumber(ARGV[3]) then return {'bytes', bytes} end
+for _, name in ipairs(stale) do redis.call('HDEL', KEYS[1], name) end
+for name, text in pairs(sets) do redis.call('HSET', KEYS[1], name, text) end
+if count > 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return {'ok', bytes}
+"#;
+
+/// Claims a handle for a user unless they hold the most allowed.
+/// KEYS[1]: the handle key, KEYS[2]: the user's handle set. ARGV: username, ttl secs,
+/// now (ms), max. Returns 1 (claimed), 0 (handle taken), -1 (limit reached).
+const CLAIM_SCRIPT: &str = r#"
+local now, ttl = tonumber(ARGV[3]), tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return -1 end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ttl) then return 0 end
+redis.call('ZADD', KEYS[2], now + ttl * 1000, KEYS[1])
+redis.call('PEXPIRE', KEYS[2], ttl * 1000)
+return 1
+"#;
 
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
     prefix: Arc<str>,
     ttl: Duration,
+    limits: Limits,
+}
+
+/// The gateway's Redis connection: lazy (not contacted yet; the gateway starts while
+/// Redis is down), reconnecting, every call bounded by `timeout`. Must be called within
+/// a Tokio runtime. Errors name `session.redis_url` and never show a password.
+pub fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, SessionSetupError> {
+    let client = redis::Client::open(url).map_err(|e| SessionSetupError {
+        field: "redis_url",
+        reason: format!("{} is not a Redis URL: {e}", super::redact_url(url)),
+    })?;
+    // Few, quick reconnection attempts per failure: a caller waits at most a few
+    // timeouts, and the next call starts a new attempt.
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(1)
+        .set_min_delay(Duration::from_millis(50))
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_lazy_with_config(client, config).map_err(|e| SessionSetupError {
+        field: "redis_url",
+        reason: e.to_string(),
+    })
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -39,40 +113,22 @@ fn unavailable(err: redis::RedisError) -> SessionError {
 }
 
 impl RedisStore {
-    /// A store over `url` (not contacted yet). Must be called within a Tokio runtime.
-    pub fn new(
-        url: &str,
-        prefix: &str,
-        ttl: Duration,
-        timeout: Duration,
-    ) -> Result<Self, SessionSetupError> {
-        let client = redis::Client::open(url).map_err(|e| SessionSetupError {
-            field: "redis_url",
-            reason: format!("{} is not a Redis URL: {e}", super::redact_url(url)),
-        })?;
-        // Few, quick reconnection attempts per failure: a caller waits at most a few
-        // timeouts, and the next call starts a new attempt.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_min_delay(Duration::from_millis(50))
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config).map_err(|e| {
-            SessionSetupError {
-                field: "redis_url",
-                reason: e.to_string(),
-            }
-        })?;
-        Ok(Self {
+    /// A store over a connection from [`connect`].
+    pub fn new(conn: ConnectionManager, prefix: &str, ttl: Duration, limits: Limits) -> Self {
+        Self {
             conn,
             prefix: prefix.into(),
             ttl,
-        })
+            limits,
+        }
     }
 
     pub fn ttl(&self) -> Duration {
         self.ttl
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// A handle on the (lazily connected, reconnecting) connection.
@@ -106,43 +162,54 @@ impl RedisStore {
             .collect()
     }
 
-    pub async fn set(&self, scope: &Scope, name: &str, value: &Value) -> Result<(), SessionError> {
-        let key = scope.key(&self.prefix);
-        redis::pipe()
-            .atomic()
-            .cmd("HSET")
-            .arg(&key)
-            .arg(name)
-            .arg(value.to_string())
-            .ignore()
-            .cmd("EXPIRE")
-            .arg(&key)
-            .arg(self.ttl_secs())
-            .ignore()
-            .query_async::<()>(&mut self.conn.clone())
+    /// Stores one variable's text (already within the value limit) if the bucket stays
+    /// within the limits.
+    pub async fn set(&self, scope: &Scope, name: &str, text: &str) -> Result<(), SessionError> {
+        self.apply(scope, &[(name.to_string(), text.to_string())], &[], false)
             .await
-            .map_err(unavailable)
     }
 
-    pub async fn replace(
+    /// Sets and deletes in one atomic script, refused as a whole over a limit.
+    /// `replace_all` drops every field not in `set` (a full replace).
+    pub async fn apply(
         &self,
         scope: &Scope,
-        vars: &Map<String, Value>,
+        set: &[(String, String)],
+        delete: &[String],
+        replace_all: bool,
     ) -> Result<(), SessionError> {
-        let key = scope.key(&self.prefix);
-        let mut pipe = redis::pipe();
-        pipe.atomic().cmd("DEL").arg(&key).ignore();
-        if !vars.is_empty() {
-            let hset = pipe.cmd("HSET").arg(&key);
-            for (name, value) in vars {
-                hset.arg(name).arg(value.to_string());
-            }
-            hset.ignore();
-            pipe.cmd("EXPIRE").arg(&key).arg(self.ttl_secs()).ignore();
+        // EVAL rather than EVALSHA: the script is small, and this needs no script cache.
+        let mut invocation = redis::cmd("EVAL");
+        invocation
+            .arg(WRITE_SCRIPT)
+            .arg(1)
+            .arg(scope.key(&self.prefix))
+            .arg(self.ttl_secs())
+            .arg(self.limits.max_vars)
+            .arg(self.limits.max_bucket_bytes)
+            .arg(if replace_all { "1" } else { "0" })
+            .arg(set.len());
+        for (name, text) in set {
+            invocation.arg(name).arg(text);
         }
-        pipe.query_async::<()>(&mut self.conn.clone())
+        for name in delete {
+            invocation.arg(name);
+        }
+        let (verdict, amount): (String, usize) = invocation
+            .query_async(&mut self.conn.clone())
             .await
-            .map_err(unavailable)
+            .map_err(unavailable)?;
+        match verdict.as_str() {
+            "vars" => Err(SessionError::TooManyVars {
+                count: amount,
+                limit: self.limits.max_vars,
+            }),
+            "bytes" => Err(SessionError::BucketTooLarge {
+                size: amount,
+                limit: self.limits.max_bucket_bytes,
+            }),
+            _ => Ok(()),
+        }
     }
 
     pub async fn remaining(&self, scope: &Scope) -> Result<Option<Duration>, SessionError> {
@@ -160,16 +227,29 @@ impl RedisStore {
     }
 
     pub async fn claim_handle(&self, handle: &str, username: &str) -> Result<bool, SessionError> {
-        let reply: Option<String> = redis::cmd("SET")
+        // Replicas' clocks only decide when a counted handle stops counting; the handle
+        // key itself expires by Redis's clock.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let reply: i64 = redis::cmd("EVAL")
+            .arg(CLAIM_SCRIPT)
+            .arg(2)
             .arg(handle_owner_key(&self.prefix, handle))
+            .arg(handles_of_key(&self.prefix, username))
             .arg(username)
-            .arg("NX")
-            .arg("EX")
             .arg(self.ttl_secs())
+            .arg(now_ms)
+            .arg(self.limits.max_handles_per_user)
             .query_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        Ok(reply.is_some())
+        match reply {
+            -1 => Err(SessionError::TooManyHandles {
+                limit: self.limits.max_handles_per_user,
+            }),
+            claimed => Ok(claimed == 1),
+        }
     }
 
     pub async fn handle_owner(&self, handle: &str) -> Result<Option<String>, SessionError> {
