@@ -22,6 +22,7 @@ pub fn environment() -> Environment<'static> {
     env.set_lstrip_blocks(true);
     env.set_keep_trailing_newline(true);
     env.add_filter("quote", quote_filter);
+    env.add_filter("urlencode", urlencode);
     // Print values as Python's Jinja does (`None`, `True`), not minijinja's `none`/`true`.
     env.set_formatter(|out, _state, value| {
         out.write_str(&py_text(value))?;
@@ -55,6 +56,54 @@ pub(crate) fn quote_filter(value: minijinja::Value) -> String {
         },
         _ => shell_quote(&py_text(&value)),
     }
+}
+
+/// Jinja2's `urlencode`: a string (or any scalar's text) percent-encoded with only
+/// `A-Z a-z 0-9 - . _ ~ /` kept; a mapping (or a list of pairs) as `k=v&…` with each
+/// side encoded with nothing kept but unreserved characters and a space as `+`. The text
+/// holds no character the shell treats specially (`&` of the `k=v&…` form aside).
+pub(crate) fn urlencode(value: minijinja::Value) -> String {
+    fn quote(s: &str, keep_slash: bool) -> String {
+        let mut out = String::with_capacity(s.len());
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || (keep_slash && b == b'/') {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+    let for_qs = |v: &minijinja::Value| quote(&py_text(v), false).replace("%20", "+");
+    let pairs: Vec<(minijinja::Value, minijinja::Value)> = match value.kind() {
+        ValueKind::Map => value
+            .try_iter()
+            .map(|keys| {
+                keys.map(|k| {
+                    let v = value.get_item(&k).unwrap_or_default();
+                    (k, v)
+                })
+                .collect()
+            })
+            .unwrap_or_default(),
+        ValueKind::Seq => match value.try_iter() {
+            Ok(items) => items
+                .filter_map(|pair| {
+                    Some((
+                        pair.get_item_by_index(0).ok()?,
+                        pair.get_item_by_index(1).ok()?,
+                    ))
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        },
+        _ => return quote(&py_text(&value), true),
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", for_qs(k), for_qs(v)))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// The text Python's `str()` gives for a template value (`True`, `None`, `3`, `1e-05`,
@@ -202,6 +251,18 @@ mod tests {
             "echo a\n  echo LOUD\necho b\n"
         );
         assert_eq!(run(src, json!({"loud": null})), "echo a\necho b\n");
+    }
+
+    #[test]
+    fn urlencode_as_jinja2() {
+        let p = json!({"s": "a b/c?é", "d": {"q": "x y&z", "n": 1}, "l": [["a", "b c"]]});
+        assert_eq!(
+            run(
+                "{{ s | urlencode }} {{ d | urlencode }} {{ l | urlencode }}",
+                p
+            ),
+            "a%20b/c%3F%C3%A9 q=x+y%26z&n=1 a=b+c"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! templates are run by the real `/bin/sh`, which prints the arguments it got (`printf
 //! '%s\0'`). Covered: the `curl:` shorthand URL (host, path, query, fragment, with and
 //! without `| quote`), values in flag-style curl targets (bare, single- and double-quoted)
-//! and the safe exec pattern (`{{ v | quote }}` as a whole word). A marker file shows
+//! and the safe exec patterns (`{{ v | quote }}` as a whole word, `{{ v | urlencode }}`
+//! in a URL). A marker file shows
 //! that no injected command ran.
 
 use std::path::Path;
@@ -105,9 +106,33 @@ fn check_value(v: &str, dir: &Path) {
             assert_eq!(args_of(&line, dir), vec![expected], "{line}");
         }
     }
-    // exec's safe pattern: a quoted value as a whole word (MCC's own rendering).
+    // exec's safe patterns (MCC's own rendering): a quoted value as a whole word, and a
+    // `| urlencode`d string anywhere, even inside double quotes.
     let line = render(&environment(), "printf '%s\\0' {{ v | quote }}", &params(v)).unwrap();
     assert_eq!(args_of(&line, dir), vec![v.to_string()], "{line}");
+    let src = "printf '%s\\0' \"https://h.test/?q={{ v | urlencode }}\"";
+    let line = render(&environment(), src, &params(v)).unwrap();
+    let args = args_of(&line, dir);
+    let q = args[0].strip_prefix("https://h.test/?q=").expect(&line);
+    assert_eq!(
+        (args.len(), percent_decode(q)),
+        (1, v.to_string()),
+        "{line}"
+    );
+    // `| urlencode` in a curl URL is not encoded a second time.
+    let command = curl_command("https://h.test/?q={{ v | urlencode }}", false).replacen(
+        "curl -sL -o -",
+        printf,
+        1,
+    );
+    let line = render_curl(&command, &params(v)).unwrap();
+    let args = args_of(&line, dir);
+    let q = args[0].strip_prefix("https://h.test/?q=").expect(&line);
+    assert_eq!(
+        (args.len(), percent_decode(q)),
+        (1, v.to_string()),
+        "{line}"
+    );
     assert!(
         !dir.join("pwned").exists(),
         "an injected command ran for {v:?}"

@@ -23,6 +23,7 @@
 //! flag-style target keep working under `/bin/sh -c`. A benign value (a word of letters,
 //! digits and `-._~`) renders exactly as MCC renders it.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex};
 
@@ -30,7 +31,7 @@ use minijinja::value::{Object, ObjectRepr, ValueKind};
 use minijinja::{Error, ErrorKind, Value};
 use serde_json::Map;
 
-use super::{is_shell_safe, py_text, quote_filter, shell_quote, shell_quote_always};
+use super::{is_shell_safe, py_text, quote_filter, shell_quote, shell_quote_always, urlencode};
 
 /// Opens and closes a placeholder in the marked text (Unicode noncharacters: never text).
 const OPEN: char = '\u{FDD0}';
@@ -57,6 +58,8 @@ struct Piece {
     text: String,
     /// `| quote` of a list: its items, which become separate words when placed bare.
     words: Option<Vec<String>>,
+    /// `| urlencode` output: already percent-encoded.
+    encoded: bool,
 }
 
 /// What `| quote` returns in a curl template: the value, marked as quoted. Printed, it is
@@ -74,6 +77,28 @@ impl Object for Quoted {
     }
 }
 
+/// What `| urlencode` returns in a curl template: the encoded text, marked so that a URL
+/// does not encode it twice.
+#[derive(Debug)]
+struct Encoded(String);
+
+impl Object for Encoded {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+
+    fn render(self: &Arc<Self>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn urlencode_marker(value: Value) -> Value {
+    match value.downcast_object_ref::<Quoted>() {
+        Some(Quoted(inner)) => Value::from_object(Encoded(urlencode(inner.clone()))),
+        None => Value::from_object(Encoded(urlencode(value))),
+    }
+}
+
 fn quote_marker(value: Value) -> Value {
     if value.downcast_object_ref::<Quoted>().is_some() {
         value
@@ -87,13 +112,22 @@ fn quote_marker(value: Value) -> Value {
 fn recording_environment(pieces: Arc<Mutex<Vec<Piece>>>) -> minijinja::Environment<'static> {
     let mut env = super::environment();
     env.add_filter("quote", quote_marker);
+    env.add_filter("urlencode", urlencode_marker);
     env.set_formatter(move |out, _state, value| {
-        let piece = match value.downcast_object_ref::<Quoted>() {
-            Some(Quoted(inner)) => quoted_piece(inner),
-            None => Piece {
+        let piece = if let Some(Quoted(inner)) = value.downcast_object_ref() {
+            quoted_piece(inner)
+        } else if let Some(Encoded(text)) = value.downcast_object_ref() {
+            Piece {
+                text: text.clone(),
+                words: None,
+                encoded: true,
+            }
+        } else {
+            Piece {
                 text: py_text(value),
                 words: None,
-            },
+                encoded: false,
+            }
         };
         // Text printed from a captured block ({% set %}…, {% filter %}, a macro) already
         // holds placeholders mixed with other text: it cannot be placed safely.
@@ -118,16 +152,19 @@ fn quoted_piece(inner: &Value) -> Piece {
                 Piece {
                     text: words.join(" "),
                     words: Some(words),
+                    encoded: false,
                 }
             }
             Err(_) => Piece {
                 text: py_text(inner),
                 words: None,
+                encoded: false,
             },
         },
         _ => Piece {
             text: py_text(inner),
             words: None,
+            encoded: false,
         },
     }
 }
@@ -382,48 +419,45 @@ impl<'a> Placer<'a> {
             ));
         }
         self.in_word = true;
-        if let Some(part) = url_part(&self.word) {
-            let encoded = encode(part, &piece.text);
-            self.out.push_str(&encoded);
-            self.word.push_str(&encoded);
-            return Ok(());
-        }
-        if piece.text.contains('\0') {
+        let part = url_part(&self.word);
+        let text = match part {
+            // `| urlencode` already encoded it: once is enough.
+            Some(part) if !piece.encoded => Cow::Owned(encode(part, &piece.text)),
+            _ => Cow::Borrowed(piece.text.as_str()),
+        };
+        if text.contains('\0') {
             return Err(refuse(
                 "a value holds a NUL byte, which no process argument can carry",
             ));
         }
         match (self.stack[0].quote, &piece.words) {
-            (Quote::Bare, Some(words)) => {
+            (Quote::Bare, Some(words)) if part.is_none() => {
                 let quoted: Vec<String> = words.iter().map(|w| shell_quote(w)).collect();
                 self.out.push_str(&quoted.join(" "));
                 self.word = words.last().cloned().unwrap_or_default();
+                return Ok(());
             }
-            (Quote::Bare, None) => {
-                self.out.push_str(&shell_quote(&piece.text));
-                self.word.push_str(&piece.text);
-            }
-            (Quote::Single, _) => {
-                self.out.push_str(&piece.text.replace('\'', "'\"'\"'"));
-                self.word.push_str(&piece.text);
-            }
+            (Quote::Bare, _) => self.out.push_str(&shell_quote(&text)),
+            (Quote::Single, _) => self.out.push_str(&text.replace('\'', "'\"'\"'")),
+            (Quote::Double, _) if is_shell_safe(&text) => self.out.push_str(&text),
             (Quote::Double, _) => {
-                if is_shell_safe(&piece.text) {
-                    self.out.push_str(&piece.text);
-                } else {
-                    self.out.push('"');
-                    self.out.push_str(&shell_quote_always(&piece.text));
-                    self.out.push('"');
-                }
-                self.word.push_str(&piece.text);
+                self.out.push('"');
+                self.out.push_str(&shell_quote_always(&text));
+                self.out.push('"');
             }
         }
+        self.word.push_str(&text);
         Ok(())
     }
 }
 
-/// The URL part a value appended to `word` lands in, if `word` is a URL so far.
+/// The URL part a value appended to `word` lands in, if `word` is a URL so far (also
+/// the value of a flag written `--url=https://…`).
 fn url_part(word: &str) -> Option<UrlPart> {
+    let word = match word.split_once('=') {
+        Some((flag, value)) if flag.starts_with('-') => value,
+        _ => word,
+    };
     let starts = |scheme: &str| {
         word.get(..scheme.len())
             .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
@@ -560,6 +594,22 @@ mod tests {
                 json!({"l": ["-a b", "c"]})
             ),
             "curl '-a b' c https://x"
+        );
+    }
+
+    #[test]
+    fn urlencode_is_not_applied_twice() {
+        let p = json!({"q": "a b/c", "d": {"k": "v w", "n": 1}});
+        assert_eq!(
+            ok(
+                "curl 'https://x/?q={{ q | urlencode }}&{{ d | urlencode }}'",
+                p.clone()
+            ),
+            "curl 'https://x/?q=a%20b/c&k=v+w&n=1'"
+        );
+        assert_eq!(
+            ok("curl -d {{ d | urlencode }} --url=https://x/{{ q }}", p),
+            "curl -d 'k=v+w&n=1' --url=https://x/a%20b/c"
         );
     }
 
