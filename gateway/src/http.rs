@@ -1,9 +1,17 @@
 //! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
 //! malformed-body guard ([`crate::jsonrpc_guard`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
 //! request tracing and request metrics as tower layers.
+//!
+//! Also what bounds one client ([`serve`]): a connection must send a request's headers
+//! within `connections.header_read_timeout_secs` (idle keep-alive and half-open
+//! connections are closed by the same timer), a request body must not stall longer than
+//! `connections.body_read_timeout_secs`, and a request must produce its response within
+//! the request timeout (an SSE stream, once its response has started, is exempt).
+//! `/metrics` is served on its own port ([`metrics_router`]) when `metrics.port` is set,
+//! and requires `Authorization: Bearer <metrics.token>` when a token is set.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -15,13 +23,16 @@ use rmcp::transport::streamable_http_server::session::SessionStore as McpSession
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, Authenticator};
 use crate::config::ServerSettings;
 use crate::jsonrpc_guard::{self, BodyLimit};
 use crate::mcp::{McpServer, Shared};
+use crate::metrics::MetricsSettings;
 
 /// Everything the probes and `/mcp` need.
 #[derive(Clone)]
@@ -38,6 +49,15 @@ pub struct McpOptions<'a> {
     /// there is no registry to restore them from).
     pub session_ttl: std::time::Duration,
     pub shutdown: CancellationToken,
+}
+
+/// What bounds the router's requests and where `/metrics` is.
+#[derive(Debug, Clone, Default)]
+pub struct RouterLimits {
+    /// Where `/metrics` is served and the token it needs.
+    pub metrics: MetricsSettings,
+    /// How long a request may take to produce its response (`None`: no limit).
+    pub request_timeout: Option<Duration>,
 }
 
 fn mcp_service(
@@ -71,13 +91,27 @@ fn mcp_service(
     )
 }
 
-/// The whole router.
+/// The whole router, `/metrics` on it without a token and no request timeout.
 pub fn router(
     shared: Arc<Shared>,
     authenticator: Authenticator,
     options: McpOptions<'_>,
 ) -> Router {
+    router_with(shared, authenticator, options, RouterLimits::default())
+}
+
+/// The whole router, with `limits`.
+pub fn router_with(
+    shared: Arc<Shared>,
+    authenticator: Authenticator,
+    options: McpOptions<'_>,
+    limits: RouterLimits,
+) -> Router {
     let limit = BodyLimit(options.server.max_request_body);
+    let RouterLimits {
+        metrics,
+        request_timeout,
+    } = limits;
     let mcp = Router::new()
         .nest_service("/mcp", mcp_service(shared.clone(), options))
         .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
@@ -86,14 +120,137 @@ pub fn router(
             auth::authenticate_request,
         ));
     let state = HttpState { shared };
-    Router::new()
+    let mut probes = Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+        .route("/readyz", get(readyz));
+    if metrics.port.is_none() {
+        probes = probes.merge(metrics_route(&state, &metrics));
+    }
+    let mut router = probes
         .with_state(state.clone())
         .merge(mcp)
-        .layer(middleware::from_fn_with_state(state, track))
+        .layer(middleware::from_fn_with_state(state, track));
+    if let Some(timeout) = request_timeout {
+        // Ends when the response starts: an SSE stream's body is not covered.
+        router = router.layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            timeout,
+        ));
+    }
+    router.layer(TraceLayer::new_for_http())
+}
+
+/// The router of the separate metrics port (`metrics.port`): `/metrics` only.
+pub fn metrics_router(shared: Arc<Shared>, metrics: &MetricsSettings) -> Router {
+    let state = HttpState { shared };
+    metrics_route(&state, metrics)
+        .with_state(state)
         .layer(TraceLayer::new_for_http())
+}
+
+/// `/metrics`, behind the bearer token when one is configured.
+fn metrics_route(state: &HttpState, settings: &MetricsSettings) -> Router<HttpState> {
+    let route = Router::new().route("/metrics", get(metrics));
+    match settings.token.clone() {
+        None => route,
+        Some(token) => route.layer(middleware::from_fn_with_state(
+            (state.clone(), Arc::<str>::from(token)),
+            metrics_auth,
+        )),
+    }
+}
+
+/// Answers 401 unless the request carries `Authorization: Bearer <metrics.token>`
+/// (compared in constant time).
+async fn metrics_auth(
+    State((_, token)): State<(HttpState, Arc<str>)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    use subtle::ConstantTimeEq;
+    let given = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(axum::http::header::WWW_AUTHENTICATE, "Bearer")],
+        "/metrics needs Authorization: Bearer <metrics.token>\n",
+    )
+        .into_response()
+}
+
+/// How [`serve`] treats connections.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// The whole request head must arrive within this (also the idle keep-alive limit).
+    pub header_read_timeout: Duration,
+    /// The longest pause between two chunks of a request body.
+    pub body_read_timeout: Duration,
+}
+
+/// Serves `router` on `listener` until `shutdown` fires, then lets open connections
+/// finish. Unlike `axum::serve`, each connection gets hyper's header read timer, so a
+/// client that opens a connection and sends nothing (or stops half-way through its
+/// headers, or idles between requests) is disconnected.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+    use hyper_util::server::graceful::GracefulShutdown;
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceBuilder;
+    use tower_http::timeout::RequestBodyTimeoutLayer;
+
+    let service = ServiceBuilder::new()
+        .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
+        .map_request(|r: http::Request<_>| r.map(axum::body::Body::new))
+        .service(router);
+    let graceful = GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let mut builder = Builder::new(TokioExecutor::new()).http1_only();
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout);
+        let conn = builder
+            .serve_connection(
+                TokioIo::new(stream),
+                TowerToHyperService::new(service.clone()),
+            )
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }
 
 async fn healthz() -> &'static str {

@@ -11,18 +11,107 @@
 //!   the catalog being served left out (a tool whose introspection failed or whose key
 //!   collided; an API-key record that is malformed or shares its prefix). Which ones,
 //!   and why, is in the log.
+//!
+//! Label values a caller influences are never taken as given: a `tool` label is a key of
+//! the catalog being served ([`Metrics::catalog_tools`]) or `unknown`, an MCP tool is one
+//! of the surface's or `unknown`, a path one of the routes or `other`, an outcome one of
+//! [`OUTCOMES`] or `other`. So the number of series is bounded by the catalog (series of
+//! keys that leave it are removed), and every value is escaped as the exposition format
+//! requires ([`Label`]), whatever a catalog key contains.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-type Labels = Vec<(&'static str, String)>;
+/// The `metrics` settings section: where `/metrics` is served and whether it needs a
+/// credential (re-exported by [`crate::config`]).
+#[derive(Clone, Default, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSettings {
+    /// Serve `/metrics` on this port only (same host as `server.host`), not on the MCP
+    /// port. `null`: on the MCP port.
+    pub port: Option<u16>,
+    /// When set, `/metrics` answers only requests with `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for MetricsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetricsSettings")
+            .field("port", &self.port)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl MetricsSettings {
+    pub fn validate(&self, server_port: u16) -> Result<(), (&'static str, String)> {
+        if self.port == Some(server_port) {
+            return Err((
+                "metrics.port",
+                format!("is server.port ({server_port}); choose another port or leave it unset"),
+            ));
+        }
+        if self.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(("metrics.token", "is empty; unset it or give a token".into()));
+        }
+        Ok(())
+    }
+}
+
+type Labels = Vec<(&'static str, Label)>;
+
+/// The label value of every caller-supplied key that is not in the catalog.
+pub const UNKNOWN: &str = "unknown";
+
+/// The outcomes `mcc_tool_calls_total` counts; anything else is `other`.
+pub const OUTCOMES: &[&str] = &[
+    "success",
+    "failure",
+    "unknown",
+    "unauthorized",
+    "invalid",
+    "cancelled",
+    "input_required",
+    "error",
+    "other",
+];
+
+/// A label value, escaped on output as the text format requires (`\\`, `\"`, `\n`):
+/// prometheus-client writes label values verbatim.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Label(String);
+
+impl Label {
+    fn new(value: impl Into<String>) -> Self {
+        Label(value.into())
+    }
+}
+
+impl EncodeLabelValue for Label {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        let mut rest = self.0.as_str();
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..i])?;
+            encoder.write_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
 
 fn latency_histogram() -> Histogram {
     // 100 µs .. ~52 s
@@ -46,6 +135,8 @@ struct Inner {
     store_errors: Family<Labels, Counter>,
     excluded_tools: Gauge,
     excluded_api_keys: Gauge,
+    /// The keys of the catalog being served: the only `tool` label values besides `unknown`.
+    catalog_keys: RwLock<HashSet<String>>,
 }
 
 impl Default for Metrics {
@@ -123,6 +214,7 @@ impl Metrics {
                 store_errors,
                 excluded_tools,
                 excluded_api_keys,
+                catalog_keys: RwLock::default(),
             }),
         }
     }
@@ -136,34 +228,79 @@ impl Metrics {
         self.inner
             .http_requests
             .get_or_create(&vec![
-                ("path", path.clone()),
-                ("status", status.to_string()),
+                ("path", Label::new(path.clone())),
+                ("status", Label::new(status.to_string())),
             ])
             .inc();
         self.inner
             .http_duration
-            .get_or_create(&vec![("path", path)])
+            .get_or_create(&vec![("path", Label::new(path))])
             .observe(elapsed.as_secs_f64());
     }
 
+    /// Counts an `execute` call. `tool` is what the caller asked for: it becomes a label
+    /// only when it is a key of the catalog being served, else [`UNKNOWN`].
     pub fn tool_call(&self, tool: &str, outcome: &str, elapsed: Duration) {
+        let tool = self.tool_label(tool);
+        let outcome = OUTCOMES
+            .iter()
+            .find(|o| **o == outcome)
+            .copied()
+            .unwrap_or("other");
         self.inner
             .tool_calls
             .get_or_create(&vec![
-                ("tool", tool.to_string()),
-                ("outcome", outcome.to_string()),
+                ("tool", tool.clone()),
+                ("outcome", Label::new(outcome)),
             ])
             .inc();
         self.inner
             .tool_duration
-            .get_or_create(&vec![("tool", tool.to_string())])
+            .get_or_create(&vec![("tool", tool)])
             .observe(elapsed.as_secs_f64());
     }
 
+    fn tool_label(&self, tool: &str) -> Label {
+        let keys = self
+            .inner
+            .catalog_keys
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
+        Label::new(if keys.contains(tool) { tool } else { UNKNOWN })
+    }
+
+    /// The keys of the catalog now served (called at each catalog swap): later calls of
+    /// other keys count as [`UNKNOWN`], and the series of keys that left are removed.
+    pub fn catalog_tools<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let new: HashSet<String> = keys.into_iter().map(str::to_string).collect();
+        let mut keys = self
+            .inner
+            .catalog_keys
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        for gone in keys.difference(&new) {
+            let tool = Label::new(gone.as_str());
+            for outcome in OUTCOMES {
+                self.inner.tool_calls.remove(&vec![
+                    ("tool", tool.clone()),
+                    ("outcome", Label::new(*outcome)),
+                ]);
+            }
+            self.inner.tool_duration.remove(&vec![("tool", tool)]);
+        }
+        *keys = new;
+    }
+
+    /// Counts an MCP tool call; a name the surface does not define counts as [`UNKNOWN`].
     pub fn mcp_call(&self, mcp_tool: &str) {
+        let name = if crate::mcp::surface::tool(mcp_tool).is_some() {
+            mcp_tool
+        } else {
+            UNKNOWN
+        };
         self.inner
             .mcp_calls
-            .get_or_create(&vec![("tool", mcp_tool.to_string())])
+            .get_or_create(&vec![("tool", Label::new(name))])
             .inc();
     }
 
@@ -171,10 +308,11 @@ impl Metrics {
         self.inner.search_duration.observe(elapsed.as_secs_f64());
     }
 
+    /// `operation` is one of the code's own names (never a caller's input).
     pub fn store_error(&self, operation: &str) {
         self.inner
             .store_errors
-            .get_or_create(&vec![("operation", operation.to_string())])
+            .get_or_create(&vec![("operation", Label::new(operation))])
             .inc();
     }
 
@@ -200,6 +338,7 @@ mod tests {
     #[test]
     fn renders_every_family() {
         let m = Metrics::new();
+        m.catalog_tools(["public.echo"]);
         m.http_request("/mcp", 200, Duration::from_millis(3));
         m.tool_call("public.echo", "success", Duration::from_millis(5));
         m.mcp_call("search");
@@ -219,5 +358,57 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+    }
+
+    #[test]
+    fn keys_outside_the_catalog_count_as_unknown() {
+        let m = Metrics::new();
+        m.catalog_tools(["public.echo"]);
+        for i in 0..100 {
+            m.tool_call(&format!("random.{i}"), "unknown", Duration::ZERO);
+        }
+        m.tool_call("x\"} 1\nmcc_fake 9\n", "unknown", Duration::ZERO);
+        m.tool_call("public.echo", "made-up outcome", Duration::ZERO);
+        m.mcp_call("not-a-tool");
+        let text = m.render();
+        assert!(
+            text.contains("mcc_tool_calls_total{tool=\"unknown\",outcome=\"unknown\"} 101"),
+            "{text}"
+        );
+        assert!(text.contains("mcc_tool_calls_total{tool=\"public.echo\",outcome=\"other\"} 1"));
+        assert!(text.contains("mcc_mcp_calls_total{tool=\"unknown\"} 1"));
+        assert!(!text.contains("random."), "{text}");
+        assert!(!text.contains("mcc_fake"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        let key = "evil\"} 1\nmcc_injected{a=\"b\\";
+        m.catalog_tools([key]);
+        m.tool_call(key, "success", Duration::ZERO);
+        let text = m.render();
+        assert!(
+            text.contains(r#"mcc_tool_calls_total{tool="evil\"} 1\nmcc_injected{a=\"b\\",outcome="success"} 1"#),
+            "{text}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("mcc_injected")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn series_of_keys_that_leave_the_catalog_are_removed() {
+        let m = Metrics::new();
+        m.catalog_tools(["a.one", "a.two"]);
+        m.tool_call("a.one", "success", Duration::ZERO);
+        m.tool_call("a.two", "failure", Duration::ZERO);
+        m.catalog_tools(["a.two"]);
+        let text = m.render();
+        assert!(!text.contains("a.one"), "{text}");
+        assert!(text.contains("tool=\"a.two\""), "{text}");
+        m.tool_call("a.one", "success", Duration::ZERO);
+        assert!(!m.render().contains("a.one"));
     }
 }

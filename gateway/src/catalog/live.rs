@@ -274,6 +274,8 @@ impl LiveCatalog {
     fn publish_counts(&self, status: &ReloadStatus) {
         if let Some(metrics) = self.metrics.get() {
             metrics.catalog_excluded(status.excluded_tools, status.excluded_api_keys);
+            // The only tool label values the metrics accept (see crate::metrics).
+            metrics.catalog_tools(self.current.load().tools().iter().map(|t| t.key.as_str()));
         }
     }
 }

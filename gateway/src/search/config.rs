@@ -26,6 +26,7 @@ pub struct SearchConfig {
     pub keyword_saturation: Option<f32>,
     pub query_cache_size: Option<usize>,
     pub query_cache_ttl_secs: Option<u64>,
+    pub max_query_bytes: Option<usize>,
 }
 
 impl std::fmt::Debug for SearchConfig {
@@ -40,6 +41,7 @@ impl std::fmt::Debug for SearchConfig {
             )
             .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
             .field("max_results", &self.max_results)
+            .field("max_query_bytes", &self.max_query_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -92,7 +94,13 @@ impl SearchConfig {
             }
             None => d.query_cache_size,
         };
+        let max_query_bytes = match self.max_query_bytes {
+            Some(0) => return Err(bad("max_query_bytes", "must be at least 1")),
+            Some(n) => n,
+            None => d.max_query_bytes,
+        };
         Ok(SearchSettings {
+            max_query_bytes,
             model_dir: self.model_dir.clone(),
             embeddings_url: self.embeddings_url.clone(),
             embeddings_model: self.embeddings_model.clone().unwrap_or(d.embeddings_model),

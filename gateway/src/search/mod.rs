@@ -45,6 +45,10 @@ pub enum SearchError {
     Embed(String),
     #[error("search task failed: {0}")]
     Task(String),
+    #[error(
+        "the query is {bytes} bytes; the limit is {limit} bytes (setting search.max_query_bytes)"
+    )]
+    QueryTooLong { bytes: usize, limit: usize },
 }
 
 /// The text shown when nothing matched (MCC's exact wording).

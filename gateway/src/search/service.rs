@@ -4,7 +4,11 @@
 //! A catalog change calls [`SearchService::rebuild`]: the new index is built on a blocking
 //! task (tantivy indexing, tool embeddings) while searches keep using the old one, then
 //! swapped in with one atomic store. A search pins the index it started with, so it never
-//! sees half of a rebuild. Query embeddings are computed on a blocking task too.
+//! sees half of a rebuild.
+//!
+//! A search's work (query embedding, tantivy) runs on a blocking task, never on the async
+//! workers, and at most one per CPU at a time; a query longer than `search.max_query_bytes`
+//! is refused before any of it (a long query costs fuzzy expansions per word and field).
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -14,11 +18,16 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use mcc_catalog::{Tool, User};
+use tokio::sync::Semaphore;
 
 use super::{
     Embedder, EmbeddingCache, Fusion, Hit, Mode, QueryCache, SearchError, SearchIndex,
     render_results,
 };
+
+/// The default of `search.max_query_bytes`: far above any tool query an agent writes
+/// (a few words to a few sentences), far below what makes a search expensive.
+pub const DEFAULT_MAX_QUERY_BYTES: usize = 2048;
 
 /// Search configuration (the `search.*` keys; see docs/search.md), built from
 /// [`super::SearchConfig`].
@@ -36,6 +45,8 @@ pub struct SearchSettings {
     pub redis_url: Option<String>,
     /// `search.max_results`: results returned per query.
     pub max_results: usize,
+    /// `search.max_query_bytes`: longer queries are refused before any work is done.
+    pub max_query_bytes: usize,
     /// `search.query_cache_size` / `search.query_cache_ttl_secs`.
     pub query_cache_size: NonZeroUsize,
     pub query_cache_ttl: Duration,
@@ -52,6 +63,7 @@ impl Default for SearchSettings {
             embeddings_api_key: None,
             redis_url: None,
             max_results: 10,
+            max_query_bytes: DEFAULT_MAX_QUERY_BYTES,
             query_cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
             query_cache_ttl: Duration::from_secs(300),
             fusion: Fusion::default(),
@@ -71,6 +83,7 @@ impl std::fmt::Debug for SearchSettings {
             )
             .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
             .field("max_results", &self.max_results)
+            .field("max_query_bytes", &self.max_query_bytes)
             .field("fusion", &self.fusion)
             .finish_non_exhaustive()
     }
@@ -87,6 +100,8 @@ struct Inner {
     tool_cache: EmbeddingCache,
     query_cache: QueryCache,
     current: ArcSwap<SearchIndex>,
+    /// Searches running their blocking part at once (one per CPU); others wait.
+    slots: Arc<Semaphore>,
 }
 
 /// The gateway's search: cheap to clone, shared by every request.
@@ -132,6 +147,9 @@ impl SearchService {
                 embedder,
                 tool_cache,
                 current: ArcSwap::from_pointee(empty),
+                slots: Arc::new(Semaphore::new(
+                    std::thread::available_parallelism().map_or(2, |n| n.get()),
+                )),
             }),
         })
     }
@@ -257,16 +275,53 @@ impl SearchService {
         }
     }
 
+    /// `Err` naming `search.max_query_bytes` when `query` is longer.
+    pub fn check_query(&self, query: &str) -> Result<(), SearchError> {
+        let limit = self.inner.settings.max_query_bytes;
+        if query.len() > limit {
+            return Err(SearchError::QueryTooLong {
+                bytes: query.len(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     /// The hits for `user` (RBAC applied before ranking), with the index they refer to.
+    /// The work runs on a blocking task (see the module doc).
     pub async fn search(
         &self,
         query: &str,
         user: Option<&User>,
         min_score: Option<f64>,
     ) -> Result<(Arc<SearchIndex>, Vec<Hit>), SearchError> {
+        self.check_query(query)?;
+        let _slot = self
+            .inner
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| SearchError::Task(e.to_string()))?;
+        let this = self.clone();
+        let query = query.to_string();
+        let user = user.cloned();
+        tokio::task::spawn_blocking(move || this.search_blocking(&query, user.as_ref(), min_score))
+            .await
+            .map_err(|e| SearchError::Task(e.to_string()))?
+    }
+
+    /// [`Self::search`] on the calling thread.
+    pub fn search_blocking(
+        &self,
+        query: &str,
+        user: Option<&User>,
+        min_score: Option<f64>,
+    ) -> Result<(Arc<SearchIndex>, Vec<Hit>), SearchError> {
+        self.check_query(query)?;
         let index = self.current();
         let query_vec = if index.has_embeddings() {
-            self.query_embedding(query).await
+            self.embed_query_blocking(query)
         } else {
             None
         };
