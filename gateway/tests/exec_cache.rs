@@ -69,7 +69,7 @@ async fn memory_cache_is_per_caller_and_context() {
 
 #[tokio::test]
 async fn redis_cache_is_per_caller_and_context() {
-    let cache = ResultCache::redis(&redis_url())
+    let cache = ResultCache::redis(&redis_url(), "mcc")
         .await
         .expect("Redis is running");
     let key = unique_key("redis");
@@ -101,11 +101,30 @@ async fn a_second_engine_on_the_same_redis_gets_the_hit() {
     let key = unique_key("shared");
     let dir = tempfile::tempdir().unwrap();
     let tool = counting_tool(&dir.path().join("runs"), &key);
-    let a = engine().with_cache(ResultCache::redis(&redis_url()).await.unwrap());
-    let b = engine().with_cache(ResultCache::redis(&redis_url()).await.unwrap());
+    let a = engine().with_cache(ResultCache::redis(&redis_url(), "mcc").await.unwrap());
+    let b = engine().with_cache(ResultCache::redis(&redis_url(), "mcc").await.unwrap());
     assert!(!run(&a, &tool, json!({})).await.cached);
     let hit = run(&b, &tool, json!({})).await;
     assert_eq!((hit.outcome.to_text().as_str(), hit.cached), ("1\n", true));
+    // Another deployment on the same Redis (its own session.key_prefix) runs the tool.
+    let other = engine().with_cache(
+        ResultCache::redis(&redis_url(), &format!("other-{key}"))
+            .await
+            .unwrap(),
+    );
+    let miss = run(&other, &tool, json!({})).await;
+    assert_eq!(
+        (miss.outcome.to_text().as_str(), miss.cached),
+        ("2\n", false)
+    );
+    // The same key with a changed definition never serves the old result.
+    let mut changed = tool.clone();
+    changed.description = "changed".into();
+    let miss = run(&b, &changed, json!({})).await;
+    assert_eq!(
+        (miss.outcome.to_text().as_str(), miss.cached),
+        ("3\n", false)
+    );
 }
 
 #[tokio::test]

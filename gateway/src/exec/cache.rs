@@ -1,22 +1,27 @@
 //! The result cache of tools with `cache_ttl`: successful results only, keyed by tool
-//! key, caller, and canonical hashes of the params and of the context the tool would
-//! receive, so a result is never shared between users or between sessions whose
-//! variables differ. In memory by default; in Redis when configured.
+//! key, tool definition, caller, and canonical hashes of the params and of the context
+//! the tool would receive, so a result is never shared between users or between sessions
+//! whose variables differ, and a changed tool never serves a result of its old form. In
+//! memory by default; in Redis when configured.
 //!
 //! Key format (the one place it is defined):
-//! `mcc:exec:<tool key>:<sha256(caller)>:<sha256(params)>:<sha256(context)>`, each hash
-//! 64 hex digits over canonical JSON (object keys sorted at every level).
+//! `<session.key_prefix>:exec:<tool key>:<sha256(tool)>:<sha256(caller)>:<sha256(params)>:<sha256(context)>`,
+//! each hash 64 hex digits, over canonical JSON (object keys sorted at every level) for
+//! the tool definition, params and context. The prefix is the deployment's
+//! `session.key_prefix`, so two deployments sharing one Redis never read each other's
+//! results.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mcc_catalog::Tool;
 use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-/// Prefix of every cache key.
-pub const KEY_PREFIX: &str = "mcc:exec:";
+/// The key prefix of a cache built without one (`session.key_prefix`'s default).
+pub const DEFAULT_KEY_PREFIX: &str = "mcc";
 
 /// Entries the in-memory cache holds at most; past it, the entry closest to expiry goes.
 pub const MEMORY_CAPACITY: usize = 10_000;
@@ -36,38 +41,88 @@ pub enum CacheError {
     Corrupt { key: String, reason: String },
 }
 
-/// Where cached results live. Cheap to clone.
+/// Where cached results live, and the prefix of their keys. Cheap to clone.
 #[derive(Clone)]
-pub enum ResultCache {
+pub struct ResultCache {
+    store: Store,
+    prefix: Arc<str>,
+}
+
+#[derive(Clone)]
+enum Store {
     Memory(Arc<Mutex<MemoryCache>>),
     Redis(ConnectionManager),
 }
 
 impl std::fmt::Debug for ResultCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ResultCache::Memory(_) => f.write_str("ResultCache::Memory"),
-            ResultCache::Redis(_) => f.write_str("ResultCache::Redis"),
-        }
+        let store = match self.store {
+            Store::Memory(_) => "memory",
+            Store::Redis(_) => "redis",
+        };
+        f.debug_struct("ResultCache")
+            .field("store", &store)
+            .field("prefix", &self.prefix)
+            .finish()
     }
 }
 
 impl ResultCache {
     /// The embedded default, per process.
     pub fn memory() -> Self {
-        ResultCache::Memory(Arc::new(Mutex::new(MemoryCache::default())))
+        Self {
+            store: Store::Memory(Arc::new(Mutex::new(MemoryCache::default()))),
+            prefix: DEFAULT_KEY_PREFIX.into(),
+        }
     }
 
-    /// A Redis-backed cache shared by gateway replicas (`redis://host:port/db`).
-    pub async fn redis(url: &str) -> Result<Self, CacheError> {
+    /// A Redis-backed cache shared by gateway replicas, over an open connection (the
+    /// session store's); `key_prefix` is `session.key_prefix`.
+    pub fn redis_with(conn: ConnectionManager, key_prefix: &str) -> Self {
+        Self {
+            store: Store::Redis(conn),
+            prefix: key_prefix.into(),
+        }
+    }
+
+    /// A Redis-backed cache from a URL (`redis://host:port/db`).
+    pub async fn redis(url: &str, key_prefix: &str) -> Result<Self, CacheError> {
         let client = redis::Client::open(url)?;
-        Ok(ResultCache::Redis(client.get_connection_manager().await?))
+        Ok(Self::redis_with(
+            client.get_connection_manager().await?,
+            key_prefix,
+        ))
+    }
+
+    /// Transitional form of [`Self::redis_with`] under [`DEFAULT_KEY_PREFIX`], for
+    /// callers not yet passing `session.key_prefix`. Remove once none is left.
+    #[allow(non_snake_case)]
+    #[doc(hidden)]
+    pub fn Redis(conn: ConnectionManager) -> Self {
+        Self::redis_with(conn, DEFAULT_KEY_PREFIX)
+    }
+
+    /// The same cache with keys under `key_prefix` (`session.key_prefix`).
+    pub fn with_prefix(mut self, key_prefix: &str) -> Self {
+        self.prefix = key_prefix.into();
+        self
+    }
+
+    /// The cache key of one call of `tool` (see the module doc for the format).
+    pub fn key(
+        &self,
+        tool: &Tool,
+        caller: &str,
+        params: &Map<String, Value>,
+        context: &Map<String, Value>,
+    ) -> String {
+        call_key(&self.prefix, tool, caller, params, context)
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Value>, CacheError> {
-        match self {
-            ResultCache::Memory(m) => Ok(lock(m).get(key, Instant::now())),
-            ResultCache::Redis(conn) => {
+        match &self.store {
+            Store::Memory(m) => Ok(lock(m).get(key, Instant::now())),
+            Store::Redis(conn) => {
                 let mut get = redis::cmd("GET");
                 get.arg(key);
                 let raw: Option<String> = query(conn, &get).await?;
@@ -83,12 +138,12 @@ impl ResultCache {
     }
 
     pub async fn put(&self, key: &str, value: &Value, ttl: Duration) -> Result<(), CacheError> {
-        match self {
-            ResultCache::Memory(m) => {
+        match &self.store {
+            Store::Memory(m) => {
                 lock(m).put(key.to_string(), value.clone(), Instant::now() + ttl);
                 Ok(())
             }
-            ResultCache::Redis(conn) => {
+            Store::Redis(conn) => {
                 let mut set = redis::cmd("SET");
                 set.arg(key)
                     .arg(value.to_string())
@@ -154,6 +209,26 @@ impl MemoryCache {
 }
 
 /// The cache key of one call (see the module doc for the format).
+pub fn call_key(
+    prefix: &str,
+    tool: &Tool,
+    caller: &str,
+    params: &Map<String, Value>,
+    context: &Map<String, Value>,
+) -> String {
+    format!(
+        "{prefix}:exec:{}:{}:{}:{}:{}",
+        tool.key,
+        definition_hash(tool),
+        sha256_hex(caller.as_bytes()),
+        canonical_hash(params),
+        canonical_hash(context)
+    )
+}
+
+/// Transitional key without the deployment prefix and the tool definition, for callers
+/// not yet on [`ResultCache::key`]. Remove once none is left.
+#[doc(hidden)]
 pub fn key(
     tool_key: &str,
     caller: &str,
@@ -161,11 +236,23 @@ pub fn key(
     context: &Map<String, Value>,
 ) -> String {
     format!(
-        "{KEY_PREFIX}{tool_key}:{}:{}:{}",
+        "{DEFAULT_KEY_PREFIX}:exec:{tool_key}:{}:{}:{}",
         sha256_hex(caller.as_bytes()),
         canonical_hash(params),
         canonical_hash(context)
     )
+}
+
+/// SHA-256 (hex) of a tool's whole definition (command, params, env, limits, …) as
+/// canonical JSON: any change to the tool changes its cache keys.
+pub fn definition_hash(tool: &Tool) -> String {
+    let mut text = String::new();
+    // A `Tool` always serializes (plain data); `Null` would only merge every key.
+    write_canonical(
+        &mut text,
+        &serde_json::to_value(tool).unwrap_or(Value::Null),
+    );
+    sha256_hex(text.as_bytes())
 }
 
 /// SHA-256 (hex) of the canonical JSON of a map: keys sorted at every level, compact.
@@ -220,6 +307,11 @@ mod tests {
         v.as_object().unwrap().clone()
     }
 
+    fn tool(command: &str) -> Tool {
+        serde_json::from_value(json!({"key": "t", "name": "t", "kind": "exec", "command": command}))
+            .unwrap()
+    }
+
     #[test]
     fn key_order_does_not_matter_but_every_part_does() {
         let a = obj(json!({"x": 1, "y": {"b": 2, "a": [1, {"d": 0, "c": 1}]}}));
@@ -227,13 +319,44 @@ mod tests {
         b.insert("y".into(), json!({"a": [1, {"c": 1, "d": 0}], "b": 2}));
         b.insert("x".into(), json!(1));
         let ctx = obj(json!({"user": "alice"}));
-        let k = key("t", "alice", &a, &ctx);
-        assert_eq!(k, key("t", "alice", &b, &ctx));
-        assert!(k.starts_with("mcc:exec:t:"));
-        assert_ne!(k, key("t", "bob", &a, &ctx));
-        assert_ne!(k, key("u", "alice", &a, &ctx));
-        assert_ne!(k, key("t", "alice", &a, &obj(json!({"user": "bob"}))));
-        assert_ne!(k, key("t", "alice", &obj(json!({"x": 2})), &ctx));
+        let t = tool("echo {{ x }}");
+        let k = call_key("mcc", &t, "alice", &a, &ctx);
+        assert_eq!(k, call_key("mcc", &t, "alice", &b, &ctx));
+        assert!(k.starts_with("mcc:exec:t:"), "{k}");
+        assert_ne!(k, call_key("mcc", &t, "bob", &a, &ctx));
+        let mut u = t.clone();
+        u.key = "u".into();
+        assert_ne!(k, call_key("mcc", &u, "alice", &a, &ctx));
+        assert_ne!(
+            k,
+            call_key("mcc", &t, "alice", &a, &obj(json!({"user": "bob"})))
+        );
+        assert_ne!(k, call_key("mcc", &t, "alice", &obj(json!({"x": 2})), &ctx));
+    }
+
+    #[test]
+    fn the_deployment_prefix_and_the_tool_definition_are_part_of_the_key() {
+        let (params, ctx) = (obj(json!({"x": 1})), obj(json!({"user": "alice"})));
+        let t = tool("echo {{ x }}");
+        let k = call_key("mcc", &t, "alice", &params, &ctx);
+        let other_deployment = call_key("team-b", &t, "alice", &params, &ctx);
+        assert!(
+            other_deployment.starts_with("team-b:exec:t:"),
+            "{other_deployment}"
+        );
+        assert_ne!(k, other_deployment);
+        // Same key and params, changed command: never the old result.
+        let changed = tool("echo changed {{ x }}");
+        assert_ne!(k, call_key("mcc", &changed, "alice", &params, &ctx));
+        let mut ttl = t.clone();
+        ttl.cache_ttl = Some(60);
+        assert_ne!(k, call_key("mcc", &ttl, "alice", &params, &ctx));
+        let cache = ResultCache::memory().with_prefix("team-c");
+        assert!(
+            cache
+                .key(&t, "alice", &params, &ctx)
+                .starts_with("team-c:exec:t:")
+        );
     }
 
     #[test]
