@@ -2,8 +2,15 @@
 //! reviewed by the API server (`POST /apis/authentication.k8s.io/v1/tokenreviews`) with
 //! the gateway's audience. Only ServiceAccount identities
 //! (`system:serviceaccount:<namespace>:<name>`) are accepted; which catalog user one acts
-//! as is the auth directory's business. Accepted tokens are remembered (by SHA-256, never
-//! the token) for a minute so a busy agent does not cost one review per request.
+//! as is the auth directory's business.
+//!
+//! Answers are remembered by the token's SHA-256 (never the token): an accepted token for
+//! [`REMEMBER`], a refused one for [`REMEMBER_REFUSED`], so neither a busy agent nor a
+//! client retrying a bad token costs one review per request. Reviews of tokens not
+//! remembered are rate-limited ([`REVIEWS_PER_SEC`], bursts of [`REVIEW_BURST`]): a flood
+//! of made-up tokens gets 503 from the gateway instead of reaching the API server, while
+//! remembered tokens keep working. An unreachable API server is never remembered.
+//! What the API server said is logged; callers get a short reason.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,16 +23,46 @@ use sha2::{Digest, Sha256};
 use crate::auth::{AuthError, ServiceAccount, TokenReviewer};
 
 /// How long an accepted token is trusted without asking again.
-const REMEMBER: Duration = Duration::from_secs(60);
-/// Remembered tokens kept at most (the cache is emptied when full).
+pub const REMEMBER: Duration = Duration::from_secs(60);
+/// How long a refused token is refused without asking again.
+pub const REMEMBER_REFUSED: Duration = Duration::from_secs(10);
+/// Reviews per second the gateway sends at most (steady rate)...
+pub const REVIEWS_PER_SEC: f64 = 20.0;
+/// ...and in one burst.
+pub const REVIEW_BURST: f64 = 50.0;
+/// Remembered answers kept at most (the cache is emptied when full).
 const REMEMBER_MAX: usize = 10_000;
 const SA_PREFIX: &str = "system:serviceaccount:";
+
+/// A remembered answer: the ServiceAccount, or the refusal to repeat.
+type Answer = Result<ServiceAccount, AuthError>;
 
 /// Checks tokens with the TokenReview API.
 pub struct KubeTokenReviewer {
     api: Api<TokenReview>,
     audience: Option<String>,
-    accepted: Mutex<HashMap<[u8; 32], (ServiceAccount, Instant)>>,
+    answers: Mutex<HashMap<[u8; 32], (Answer, Instant)>>,
+    budget: Mutex<Budget>,
+}
+
+/// A token bucket over reviews sent to the API server.
+struct Budget {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn take(&mut self, now: Instant) -> bool {
+        let refill = now.duration_since(self.at).as_secs_f64() * REVIEWS_PER_SEC;
+        self.tokens = (self.tokens + refill).min(REVIEW_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl KubeTokenReviewer {
@@ -35,25 +72,41 @@ impl KubeTokenReviewer {
         Self {
             api: Api::all(client),
             audience,
-            accepted: Mutex::new(HashMap::new()),
+            answers: Mutex::new(HashMap::new()),
+            budget: Mutex::new(Budget {
+                tokens: REVIEW_BURST,
+                at: Instant::now(),
+            }),
         }
     }
 
-    fn remembered(&self, digest: &[u8; 32]) -> Option<ServiceAccount> {
-        let cache = self.accepted.lock().expect("token cache lock");
-        let (sa, at) = cache.get(digest)?;
-        (at.elapsed() < REMEMBER).then(|| sa.clone())
+    fn remembered(&self, digest: &[u8; 32]) -> Option<Answer> {
+        let cache = self.answers.lock().unwrap_or_else(|p| p.into_inner());
+        let (answer, at) = cache.get(digest)?;
+        let ttl = if answer.is_ok() {
+            REMEMBER
+        } else {
+            REMEMBER_REFUSED
+        };
+        (at.elapsed() < ttl).then(|| answer.clone())
     }
 
-    fn remember(&self, digest: [u8; 32], sa: &ServiceAccount) {
-        let mut cache = self.accepted.lock().expect("token cache lock");
+    fn remember(&self, digest: [u8; 32], answer: &Answer) {
+        let mut cache = self.answers.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= REMEMBER_MAX {
             cache.clear();
         }
-        cache.insert(digest, (sa.clone(), Instant::now()));
+        cache.insert(digest, (answer.clone(), Instant::now()));
     }
 
-    async fn ask(&self, token: &str) -> Result<ServiceAccount, AuthError> {
+    /// Whether a review may be sent now (see [`REVIEWS_PER_SEC`]).
+    fn may_review(&self) -> bool {
+        let mut budget = self.budget.lock().unwrap_or_else(|p| p.into_inner());
+        budget.take(Instant::now())
+    }
+
+    /// The API server's answer; `Err(KeysUnavailable)` when it gave none.
+    async fn ask(&self, token: &str) -> Answer {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: token.to_string(),
@@ -65,13 +118,20 @@ impl KubeTokenReviewer {
             .api
             .create(&PostParams::default(), &review)
             .await
-            .map_err(|e| AuthError::KeysUnavailable(format!("TokenReview failed: {e}")))?;
+            .map_err(|e| {
+                tracing::warn!(error = %e, "TokenReview request failed");
+                AuthError::KeysUnavailable(
+                    "the Kubernetes API cannot check tokens right now; retry shortly".into(),
+                )
+            })?;
         let status = answer.status.unwrap_or_default();
         if status.authenticated != Some(true) {
-            let why = status.error.map(|e| format!(": {e}")).unwrap_or_default();
-            return Err(AuthError::InvalidToken(format!(
-                "the Kubernetes API did not authenticate the token{why}"
-            )));
+            if let Some(why) = &status.error {
+                tracing::info!(reason = %why, "TokenReview refused a token");
+            }
+            return Err(AuthError::InvalidToken(
+                "the Kubernetes API did not authenticate the token".into(),
+            ));
         }
         if let Some(audience) = &self.audience {
             let audiences = status.audiences.unwrap_or_default();
@@ -94,12 +154,21 @@ impl KubeTokenReviewer {
 impl TokenReviewer for KubeTokenReviewer {
     async fn review(&self, token: &str) -> Result<ServiceAccount, AuthError> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(sa) = self.remembered(&digest) {
-            return Ok(sa);
+        if let Some(answer) = self.remembered(&digest) {
+            return answer;
         }
-        let sa = self.ask(token).await?;
-        self.remember(digest, &sa);
-        Ok(sa)
+        if !self.may_review() {
+            tracing::warn!("TokenReview rate limit reached; refusing new tokens for now");
+            return Err(AuthError::KeysUnavailable(
+                "too many new tokens to check; retry shortly".into(),
+            ));
+        }
+        let answer = self.ask(token).await;
+        // An unreachable API server says nothing about the token: ask again next time.
+        if !matches!(answer, Err(AuthError::KeysUnavailable(_))) {
+            self.remember(digest, &answer);
+        }
+        answer
     }
 }
 
@@ -184,23 +253,83 @@ mod tests {
                 "not a ServiceAccount",
             ),
         ];
-        for (reply, expected) in cases {
+        for (i, (reply, expected)) in cases.into_iter().enumerate() {
             let server = api.expect("POST", REVIEWS, 201, reply);
-            let (result, _) = tokio::join!(reviewer.review("t"), server);
+            let token = format!("t{i}");
+            let (result, _) = tokio::join!(reviewer.review(&token), server);
             let err = result.unwrap_err();
             assert!(err.to_string().contains(expected), "{err}");
+            // Remembered briefly: the same refusal, no second review.
+            let again = tokio::time::timeout(Duration::from_secs(2), reviewer.review(&token));
+            assert_eq!(again.await.expect("answered from memory").unwrap_err(), err);
         }
         let server = api.expect(
             "POST",
             REVIEWS,
             500,
-            json!({"kind": "Status", "message": "boom", "code": 500}),
+            json!({"kind": "Status", "message": "etcd timeout at 10.0.0.3:2379", "code": 500}),
         );
-        let (result, _) = tokio::join!(reviewer.review("t"), server);
+        let (result, _) = tokio::join!(reviewer.review("t9"), server);
+        let err = result.unwrap_err();
+        assert!(matches!(err, AuthError::KeysUnavailable(_)), "{err:?}");
         assert!(
-            matches!(result, Err(AuthError::KeysUnavailable(_))),
-            "{result:?}"
+            !err.to_string().contains("etcd") && !err.to_string().contains("10.0.0.3"),
+            "no internal detail reaches the caller: {err}"
         );
+        // Not remembered: the next request asks again.
+        let server = api.expect(
+            "POST",
+            REVIEWS,
+            201,
+            answer(true, "system:serviceaccount:a:b", &["mcc-gateway"]),
+        );
+        let (result, _) = tokio::join!(reviewer.review("t9"), server);
+        assert_eq!(result.unwrap().name, "b");
+        api.expect_nothing().await;
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_new_tokens_is_rate_limited_and_remembered_ones_keep_working() {
+        let (client, mut api) = ApiServer::new();
+        let reviewer = KubeTokenReviewer::new(client, None);
+        let server = api.expect(
+            "POST",
+            REVIEWS,
+            201,
+            answer(true, "system:serviceaccount:agents:bot", &[]),
+        );
+        let (good, _) = tokio::join!(reviewer.review("good"), server);
+        good.unwrap();
+        // Spend the burst without the API server: pretend the reviews were sent.
+        reviewer.budget.lock().unwrap().tokens = 0.0;
+        let flooded = tokio::time::timeout(Duration::from_secs(2), reviewer.review("made-up"))
+            .await
+            .expect("refused without asking the API server")
+            .unwrap_err();
+        assert!(
+            matches!(&flooded, AuthError::KeysUnavailable(m) if m.contains("too many")),
+            "{flooded:?}"
+        );
+        let good = tokio::time::timeout(Duration::from_secs(2), reviewer.review("good"));
+        assert_eq!(good.await.unwrap().unwrap().name, "bot");
+        api.expect_nothing().await;
+    }
+
+    #[test]
+    fn the_budget_refills_at_the_steady_rate() {
+        let start = Instant::now();
+        let mut b = Budget {
+            tokens: 0.0,
+            at: start,
+        };
+        assert!(!b.take(start));
+        assert!(
+            b.take(start + Duration::from_millis(60)),
+            "1.2 tokens after 60 ms"
+        );
+        assert!(!b.take(start + Duration::from_millis(60)));
+        b.take(start + Duration::from_secs(3600));
+        assert!(b.tokens <= REVIEW_BURST);
     }
 
     /// The whole `kubernetes` backend: bearer → TokenReview → the user whose grant binds
