@@ -133,7 +133,7 @@ fn recording_environment(pieces: Arc<Mutex<Vec<Piece>>>) -> minijinja::Environme
         // holds placeholders mixed with other text: it cannot be placed safely.
         if piece.text.contains([OPEN, CLOSE]) {
             return Err(refuse(
-                "a value printed inside a block, filter block or macro cannot be placed safely in a curl command",
+                "a value printed from a {% set %} block, filter block or macro (or holding U+FDD0/U+FDD1) cannot be placed safely in a curl command",
             ));
         }
         let mut pieces = pieces.lock().unwrap_or_else(|p| p.into_inner());
