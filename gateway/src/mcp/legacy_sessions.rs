@@ -40,7 +40,7 @@ impl RedisSessionRegistry {
     /// A registry on its own connection to `url`, set up like the session store's.
     /// Prefer [`Self::over_connection`] with the store's connection.
     pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
-        let conn = crate::session::connect_redis(url, Duration::from_secs(2))
+        let (_, conn) = crate::session::connect_redis(url, Duration::from_secs(2))
             .map_err(|e| RegistryError(e.reason))?;
         Ok(Self::over_connection(conn, prefix, ttl))
     }

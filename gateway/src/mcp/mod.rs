@@ -3,7 +3,8 @@
 //!
 //! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
 //! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
-//! - [`legacy_sessions`]: the cross-replica MCP session registry; session variables are
+//! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
+//!   clients' answers (elicitation) reach the replica that asked; session variables are
 //!   [`crate::session`]'s.
 //!
 //! The caller comes from the request extensions (put there by [`crate::auth`]'s
@@ -12,6 +13,7 @@
 pub mod ask;
 pub mod execute;
 pub mod legacy_sessions;
+pub mod relay;
 pub mod surface;
 pub mod text;
 

@@ -321,6 +321,22 @@ impl SessionStore {
         }
     }
 
+    /// The Redis client and connection behind this store, for a pub/sub subscription
+    /// to the same server (the legacy clients' answer relay).
+    /// Also the key prefix, for the channel's name.
+    pub fn redis_client(
+        &self,
+    ) -> Option<(::redis::Client, ::redis::aio::ConnectionManager, String)> {
+        match self {
+            SessionStore::Memory(_) => None,
+            SessionStore::Redis(store) => Some((
+                store.client(),
+                store.connection(),
+                store.prefix().to_string(),
+            )),
+        }
+    }
+
     /// Build the configured backend. Redis connects lazily: the gateway starts (and
     /// serves what needs no sessions) while Redis is down.
     pub fn from_settings(settings: &SessionSettings) -> Result<Self, SessionSetupError> {

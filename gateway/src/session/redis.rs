@@ -71,6 +71,7 @@ return 1
 
 #[derive(Clone)]
 pub struct RedisStore {
+    client: redis::Client,
     conn: ConnectionManager,
     prefix: Arc<str>,
     ttl: Duration,
@@ -80,7 +81,10 @@ pub struct RedisStore {
 /// The gateway's Redis connection: lazy (not contacted yet; the gateway starts while
 /// Redis is down), reconnecting, every call bounded by `timeout`. Must be called within
 /// a Tokio runtime. Errors name `session.redis_url` and never show a password.
-pub fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, SessionSetupError> {
+pub fn connect(
+    url: &str,
+    timeout: Duration,
+) -> Result<(redis::Client, ConnectionManager), SessionSetupError> {
     let client = redis::Client::open(url).map_err(|e| SessionSetupError {
         field: "redis_url",
         reason: format!("{} is not a Redis URL: {e}", super::redact_url(url)),
@@ -93,10 +97,13 @@ pub fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager, Sessio
         .set_number_of_retries(1)
         .set_min_delay(Duration::from_millis(50))
         .set_max_delay(Duration::from_millis(500));
-    ConnectionManager::new_lazy_with_config(client, config).map_err(|e| SessionSetupError {
-        field: "redis_url",
-        reason: e.to_string(),
-    })
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|e| {
+        SessionSetupError {
+            field: "redis_url",
+            reason: e.to_string(),
+        }
+    })?;
+    Ok((client, conn))
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -114,8 +121,14 @@ fn unavailable(err: redis::RedisError) -> SessionError {
 
 impl RedisStore {
     /// A store over a connection from [`connect`].
-    pub fn new(conn: ConnectionManager, prefix: &str, ttl: Duration, limits: Limits) -> Self {
+    pub fn new(
+        (client, conn): (redis::Client, ConnectionManager),
+        prefix: &str,
+        ttl: Duration,
+        limits: Limits,
+    ) -> Self {
         Self {
+            client,
             conn,
             prefix: prefix.into(),
             ttl,
@@ -134,6 +147,16 @@ impl RedisStore {
     /// A handle on the (lazily connected, reconnecting) connection.
     pub fn connection(&self) -> ConnectionManager {
         self.conn.clone()
+    }
+
+    /// The first segment of every key.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The client behind the connection (for connections of another kind: pub/sub).
+    pub fn client(&self) -> redis::Client {
+        self.client.clone()
     }
 
     fn ttl_secs(&self) -> i64 {
