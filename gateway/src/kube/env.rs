@@ -2,7 +2,9 @@
 //! and ConfigMaps read from the Tool's namespace (a Pod's rules: a missing object or key
 //! fails the call unless the reference is `optional`; an `envFrom` `prefix` is prepended),
 //! kept for a few seconds so a burst of calls costs one read. Values go only into the tool
-//! process's environment: errors and logs name objects and keys, never values.
+//! process's environment: errors and logs name objects and keys, never values, and an
+//! API failure reaches the caller as a short reason ([`super::errors`]), its text only
+//! the log.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -57,7 +59,11 @@ impl KubeEnvResolver {
 
     async fn read(&self, kind: RefKind, namespace: &str, name: &str) -> Result<Object, String> {
         let what = || format!("{} {namespace}/{name}", kind_name(kind));
-        let failed = |e: kube::Error| format!("reading {}: {e}", what());
+        // The API's own text (RBAC, addresses, the gateway's identity) stays in the log.
+        let failed = |e: kube::Error| {
+            tracing::warn!(object = %what(), error = %e, "reading a tool's environment reference failed");
+            format!("reading {}: {}", what(), super::errors::reason(&e))
+        };
         let values = match kind {
             RefKind::Secret => {
                 let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
@@ -263,6 +269,30 @@ mod tests {
         );
         let (result, _) = tokio::join!(resolver.resolve(&optional), server);
         assert_eq!(result.unwrap(), ReferencedEnv::default());
+    }
+
+    #[tokio::test]
+    async fn an_api_failure_reaches_the_caller_without_the_apis_text() {
+        let (client, mut api) = ApiServer::new();
+        let resolver = KubeEnvResolver::new(client, Duration::ZERO);
+        let only_secret = ToolRefs {
+            env_from: vec![],
+            ..refs()
+        };
+        let server = api.expect(
+            "GET",
+            "/api/v1/namespaces/tools/secrets/api",
+            403,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                   "message": "secrets \"api\" is forbidden: User \"system:serviceaccount:mcc:mcc-gateway\" cannot get resource \"secrets\""}),
+        );
+        let (result, _) = tokio::join!(resolver.resolve(&only_secret), server);
+        let e = result.unwrap_err();
+        assert!(e.contains("Secret tools/api") && e.contains("RBAC"), "{e}");
+        assert!(
+            !e.contains("system:serviceaccount") && !e.contains("cannot get"),
+            "{e}"
+        );
     }
 
     /// End to end through the engine: the resolved values reach the tool process in the

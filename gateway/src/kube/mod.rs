@@ -4,12 +4,14 @@
 //!   [`crate::catalog::LiveCatalog`];
 //! - [`env`]: `envFrom`/`valueFrom` values from Secrets and ConfigMaps at execution time;
 //! - [`token_review`]: ServiceAccount tokens checked with the TokenReview API for the
-//!   `kubernetes` auth backend.
+//!   `kubernetes` auth backend;
+//! - [`errors`]: what an API failure may tell callers (the detail is logged).
 //!
 //! Tests play the API server with `mcc_catalog::kube_mock` (kube `Client` over
 //! `tower_test::mock`).
 
 pub mod env;
+pub mod errors;
 pub mod token_review;
 pub mod watch;
 

@@ -72,8 +72,13 @@ pub async fn run(
         match item {
             None => return,
             Some(Err(e)) => {
-                let message = format!("watching ConfigMap {source}: {e}");
-                live.record_error(Part::Source, &message, message.clone());
+                // `/readyz` is unauthenticated: the API's own text goes to the log only.
+                let detail = format!("watching ConfigMap {source}: {e}");
+                let public = format!(
+                    "watching ConfigMap {source}: {}",
+                    super::errors::watch_reason(&e)
+                );
+                live.record_error(Part::Source, &detail, public);
             }
             Some(Ok(None)) => {
                 let message = format!(
