@@ -12,14 +12,14 @@ use rmcp::transport::streamable_http_server::session::SessionStore as McpSession
 
 use crate::auth::{AuthSetupError, Authenticator, TokenReviewer};
 use crate::catalog::{self, LiveCatalog};
-use crate::config::{CatalogSource, SessionBackend, Settings};
+use crate::config::{CatalogSource, Settings};
 use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
 use crate::exec::introspect::RuntimeInterpreter;
-use crate::exec::{Engine, EngineSettings};
+use crate::exec::{Engine, EngineSettings, Limiter};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
-use crate::mcp::legacy_sessions::{RedisSessionRegistry, RegistryError};
+use crate::mcp::legacy_sessions::RedisSessionRegistry;
 use crate::metrics::Metrics;
 use crate::search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
@@ -34,8 +34,6 @@ pub enum StartError {
     Auth(#[from] AuthSetupError),
     #[error("{0}")]
     Session(#[from] SessionSetupError),
-    #[error("{0}")]
-    Registry(#[from] RegistryError),
     #[error("search: {0}")]
     Search(#[from] SearchError),
     #[error("{0}")]
@@ -67,6 +65,9 @@ pub struct Gateway {
     pub shared: Arc<Shared>,
     reload_interval: Duration,
     watch: Watch,
+    /// `/metrics` on its own port (`metrics.port`), when set.
+    metrics: Option<(std::net::SocketAddr, axum::Router)>,
+    connections: http::ConnectionLimits,
 }
 
 /// Builds everything from settings. Loads the catalog (blocking: introspection runs
@@ -181,22 +182,14 @@ fn build_parts(
     runtime: Arc<dyn Runtime>,
 ) -> Result<Gateway, StartError> {
     let sessions = SessionStore::from_settings(&settings.session)?;
-    let registry: Option<Arc<dyn McpSessionStore>> = match settings.session.backend {
-        SessionBackend::Redis => {
-            let url = settings
-                .session
-                .redis_url
-                .clone()
-                .or_else(|| std::env::var("REDIS_URL").ok())
-                .unwrap_or_default();
-            Some(Arc::new(RedisSessionRegistry::new(
-                &url,
-                &settings.session.key_prefix,
-                sessions.ttl(),
-            )?))
-        }
-        SessionBackend::Memory => None,
-    };
+    // The legacy MCP session registry shares the session store's Redis connection.
+    let registry: Option<Arc<dyn McpSessionStore>> = sessions.redis_connection().map(|conn| {
+        Arc::new(RedisSessionRegistry::over_connection(
+            conn,
+            &settings.session.key_prefix,
+            sessions.ttl(),
+        )) as Arc<dyn McpSessionStore>
+    });
     let engine = Engine::new(EngineSettings {
         runtime,
         env_floor: settings.env_floor.clone(),
@@ -204,10 +197,14 @@ fn build_parts(
         debug: settings.debug,
         default_timeout: settings.execution.default_timeout(),
         max_timeout: settings.execution.max_timeout(),
-    });
+    })
+    .with_limiter(Limiter::new(settings.concurrency.limiter()));
     // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
     let engine = match sessions.redis_connection() {
-        Some(conn) => engine.with_cache(ResultCache::Redis(conn)),
+        Some(conn) => engine.with_cache(ResultCache::redis_with(
+            conn,
+            &settings.session.key_prefix,
+        )),
         None => engine,
     };
     let (engine, reviewer) = match kube {
@@ -226,7 +223,7 @@ fn build_parts(
         metrics,
         response_max_size: settings.server.response_max_size,
     });
-    let router = http::router(
+    let router = http::router_with(
         shared.clone(),
         auth,
         McpOptions {
@@ -235,13 +232,32 @@ fn build_parts(
             session_ttl: shared.sessions.ttl(),
             shutdown,
         },
+        http::RouterLimits {
+            metrics: settings.metrics.clone(),
+            request_timeout: settings.connections.request_timeout(
+                settings.execution.max_timeout(),
+                settings.concurrency.limiter().wait,
+            ),
+        },
     );
+    let metrics = settings.metrics.port.map(|port| {
+        let addr = std::net::SocketAddr::new(settings.bind_addr().ip(), port);
+        (
+            addr,
+            http::metrics_router(shared.clone(), &settings.metrics),
+        )
+    });
     Ok(Gateway {
         router,
         catalog,
         shared,
         reload_interval: Duration::from_millis(settings.reload_interval_ms),
         watch: Watch::Files,
+        metrics,
+        connections: http::ConnectionLimits {
+            header_read_timeout: settings.connections.header_read_timeout(),
+            body_read_timeout: settings.connections.body_read_timeout(),
+        },
     })
 }
 
@@ -285,9 +301,19 @@ impl Gateway {
                 ));
             }
         }
-        axum::serve(listener, self.router)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await
+        if let Some((addr, router)) = self.metrics {
+            let metrics_listener = TcpListener::bind(addr).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("metrics.port: cannot bind {addr}: {e}"))
+            })?;
+            tracing::info!(%addr, "serving /metrics at http://{addr}/metrics");
+            tokio::spawn(http::serve(
+                metrics_listener,
+                router,
+                self.connections,
+                shutdown.clone(),
+            ));
+        }
+        http::serve(listener, self.router, self.connections, shutdown).await
     }
 }
 

@@ -21,6 +21,8 @@ use axum::routing::get;
 use axum::{Json, Router};
 use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::mcp::relay::{Relay, RelayingSessionManager};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -63,7 +65,7 @@ pub struct RouterLimits {
 fn mcp_service(
     shared: Arc<Shared>,
     options: McpOptions<'_>,
-) -> StreamableHttpService<McpServer, LocalSessionManager> {
+) -> StreamableHttpService<McpServer, RelayingSessionManager> {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.server.legacy_sessions)
         .with_json_response(options.server.json_response)
@@ -84,6 +86,9 @@ fn mcp_service(
         config = config.with_allowed_origins(options.server.allowed_origins.clone());
     }
     config.session_store = options.registry;
+    // A legacy client's answer to a question may land on another replica (item 8).
+    let relay = Relay::for_store(&shared.sessions);
+    let sessions = RelayingSessionManager::new(sessions, relay, options.shutdown.child_token());
     StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone())),
         Arc::new(sessions),
@@ -204,8 +209,8 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
+    use hyper::server::conn::http1::Builder;
+    use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::server::graceful::GracefulShutdown;
     use hyper_util::service::TowerToHyperService;
     use tower::ServiceBuilder;
@@ -230,17 +235,13 @@ pub async fn serve(
             _ = shutdown.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let mut builder = Builder::new(TokioExecutor::new()).http1_only();
-        builder
-            .http1()
+        let conn = Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout);
-        let conn = builder
+            .header_read_timeout(limits.header_read_timeout)
             .serve_connection(
                 TokioIo::new(stream),
                 TowerToHyperService::new(service.clone()),
-            )
-            .into_owned();
+            );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             if let Err(e) = conn.await {

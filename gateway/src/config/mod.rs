@@ -11,9 +11,14 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+mod concurrency;
+mod connections;
 mod execution;
 mod overrides;
 
+pub use crate::metrics::MetricsSettings;
+pub use concurrency::ConcurrencySettings;
+pub use connections::ConnectionSettings;
 pub use execution::{ExecutionSettings, RuntimeKind};
 
 pub use crate::auth::AuthSettings;
@@ -43,6 +48,12 @@ pub struct Settings {
     pub env_floor: Vec<String>,
     /// Where tool processes run, and their default and maximum timeout.
     pub execution: ExecutionSettings,
+    /// Concurrent executions: global, per caller, per tool, and the wait for a slot.
+    pub concurrency: ConcurrencySettings,
+    /// HTTP timeouts and per-caller caps on legacy sessions and SSE streams.
+    pub connections: ConnectionSettings,
+    /// Where `/metrics` is served and the credential it needs.
+    pub metrics: MetricsSettings,
     /// Tool search (see `docs/search.md`).
     pub search: crate::search::SearchConfig,
     /// Keep full Python tracebacks in fn tool errors.
@@ -117,6 +128,9 @@ impl Default for Settings {
             search: crate::search::SearchConfig::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             execution: ExecutionSettings::default(),
+            concurrency: ConcurrencySettings::default(),
+            connections: ConnectionSettings::default(),
+            metrics: MetricsSettings::default(),
             debug: false,
             reload_interval_ms: 1000,
         }
@@ -152,8 +166,8 @@ impl Settings {
                 tracing::info!(model_dir = %dir.display(), "search: using the model fetched by scripts/fetch-model.sh (set search.model_dir to choose another)");
             }
         }
-        if out.redis_url.is_none() && self.session.backend == SessionBackend::Redis {
-            out.redis_url = self.session.redis_url.clone();
+        if out.redis_url.is_none() {
+            out.redis_url = self.session.redis_url().map(str::to_string);
         }
         Ok(out)
     }
@@ -298,6 +312,9 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     }
     validate_catalog(s)?;
     s.execution.validate(s.catalog.source)?;
+    s.concurrency.validate()?;
+    s.connections.validate()?;
+    s.metrics.validate(s.server.port)?;
     if s.catalog.source == CatalogSource::Files && s.tools.is_empty() {
         return Err((
             "tools",

@@ -76,6 +76,16 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         &["auth", "jwt", "hs256_secret"],
         EnvKind::Text,
     ),
+    (
+        "MCC_AUTH__JWT__REQUIRE_EMAIL_VERIFIED",
+        &["auth", "jwt", "require_email_verified"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_AUTH__JWT__USERNAME_CLAIMS",
+        &["auth", "jwt", "username_claims"],
+        EnvKind::List,
+    ),
     // The names the Helm chart sets, then the `MCC_<SECTION>__<KEY>` forms (which win).
     (
         "MCC_CATALOG_CONFIGMAP",
@@ -129,6 +139,31 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         "MCC_SESSION__KEY_PREFIX",
         &["session", "key_prefix"],
         EnvKind::Text,
+    ),
+    (
+        "MCC_SESSION__TIMEOUT_MS",
+        &["session", "timeout_ms"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__MAX_VALUE_BYTES",
+        &["session", "max_value_bytes"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__MAX_VARS",
+        &["session", "max_vars"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__MAX_BUCKET_BYTES",
+        &["session", "max_bucket_bytes"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__MAX_HANDLES_PER_USER",
+        &["session", "max_handles_per_user"],
+        EnvKind::Scalar,
     ),
     (
         "MCC_SEARCH__MODEL_DIR",
@@ -205,6 +240,58 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         "MCC_EXECUTION__MAX_TIMEOUT_SECS",
         &["execution", "max_timeout_secs"],
         EnvKind::Number,
+    ),
+    (
+        "MCC_CONCURRENCY__MAX_EXECUTIONS",
+        &["concurrency", "max_executions"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_CONCURRENCY__MAX_PER_CALLER",
+        &["concurrency", "max_per_caller"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_CONCURRENCY__MAX_PER_TOOL",
+        &["concurrency", "max_per_tool"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_CONCURRENCY__WAIT_MS",
+        &["concurrency", "wait_ms"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_CONNECTIONS__HEADER_READ_TIMEOUT_SECS",
+        &["connections", "header_read_timeout_secs"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_CONNECTIONS__BODY_READ_TIMEOUT_SECS",
+        &["connections", "body_read_timeout_secs"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_CONNECTIONS__REQUEST_TIMEOUT_SECS",
+        &["connections", "request_timeout_secs"],
+        EnvKind::Number,
+    ),
+    (
+        "MCC_CONNECTIONS__MAX_LEGACY_SESSIONS_PER_CALLER",
+        &["connections", "max_legacy_sessions_per_caller"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_CONNECTIONS__MAX_SSE_STREAMS_PER_CALLER",
+        &["connections", "max_sse_streams_per_caller"],
+        EnvKind::Scalar,
+    ),
+    ("MCC_METRICS__PORT", &["metrics", "port"], EnvKind::Scalar),
+    ("MCC_METRICS__TOKEN", &["metrics", "token"], EnvKind::Text),
+    (
+        "MCC_SEARCH__MAX_QUERY_BYTES",
+        &["search", "max_query_bytes"],
+        EnvKind::Scalar,
     ),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
     (

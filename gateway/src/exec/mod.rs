@@ -17,6 +17,7 @@ pub mod cache;
 pub mod command;
 pub mod environment;
 pub mod introspect;
+pub mod limiter;
 pub mod limits;
 pub mod params;
 pub mod python;
@@ -36,6 +37,7 @@ use mcc_executor::{Request, RunError, Runtime};
 
 pub use cache::{CacheError, ResultCache};
 pub use command::Part;
+pub use limiter::{Busy, Limiter, LimiterSettings};
 pub use limits::LimitError;
 pub use result::TRUNCATION_MARKER;
 
@@ -166,6 +168,9 @@ pub enum ExecError {
         "tool '{tool}': runtime 'pod' is not supported by this gateway yet (use the local runtime)"
     )]
     PodRuntime { tool: String },
+    /// No execution slot within the wait ([`limiter`]).
+    #[error("tool '{tool}': {source}")]
+    Busy { tool: String, source: Busy },
 }
 
 /// Runs tools. Cheap to clone.
@@ -175,6 +180,7 @@ pub struct Engine {
     templates: Arc<minijinja::Environment<'static>>,
     cache: ResultCache,
     resolver: Option<Resolver>,
+    limiter: Arc<Limiter>,
 }
 
 /// The engine's [`environment::EnvResolver`], shown by name in `Debug`.
@@ -215,7 +221,19 @@ impl Engine {
             templates: Arc::new(mcc_catalog::template::environment()),
             cache: ResultCache::memory(),
             resolver: None,
+            limiter: Arc::new(Limiter::unbounded()),
         }
+    }
+
+    /// The same engine admitting executions through `limiter` (without one: no limit).
+    pub fn with_limiter(mut self, limiter: Limiter) -> Self {
+        self.limiter = Arc::new(limiter);
+        self
+    }
+
+    /// The concurrency limiter every runtime's executions go through.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 
     /// The same engine resolving Kubernetes references (`envFrom`, `valueFrom`) with
@@ -275,7 +293,10 @@ impl Engine {
     ) -> Result<Execution, ExecError> {
         params::check(call.tool, &call.params)?;
         let ttl = call.tool.cache_ttl.filter(|&s| s > 0);
-        let key = ttl.map(|_| cache::key(&call.tool.key, call.caller, &call.params, &call.context));
+        let key = ttl.map(|_| {
+            self.cache
+                .key(call.tool, call.caller, &call.params, &call.context)
+        });
         if let Some(value) = self.cache_lookup(key.as_deref()).await {
             record.cached = true;
             return Ok(Execution {
@@ -316,6 +337,15 @@ impl Engine {
     /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
+        // Held until the result (and its transform) is complete.
+        let _permit = self
+            .limiter
+            .acquire(call.caller, &tool.key)
+            .await
+            .map_err(|source| ExecError::Busy {
+                tool: tool.key.clone(),
+                source,
+            })?;
         let referenced = self.referenced_env(call).await?;
         let prepared = self.prepare(call, &referenced)?;
         let (finished, outcome, write_back) = match &tool.kind {
