@@ -2,6 +2,9 @@
 //! `(code, stdout, stderr)` otherwise (`code` is `-N` for a process killed by signal N,
 //! `-1` with `timeout after Ns` for a timeout), the limit-hit line before stderr, and the
 //! truncation marker on output cut at the configured size.
+//!
+//! Also the one truncation rule of the gateway ([`limit`], [`truncate`]): a tool's output
+//! here and the whole response in [`crate::mcp::text`] are cut the same way.
 
 use std::time::Duration;
 
@@ -11,19 +14,41 @@ use super::Outcome;
 use super::limits::{hit_prefix, timeout_message};
 use super::process::{Captured, Ending, Finished};
 
-/// Appended to output cut at the size limit (as MCC's response limiter words it).
-pub const TRUNCATION_MARKER: &str = "\n\n[Response truncated due to size limit]";
+macro_rules! notice {
+    () => {
+        "[Response truncated due to size limit]"
+    };
+}
+
+/// What a cut result ends with (as MCC's response limiter words it).
+pub const TRUNCATION_NOTICE: &str = notice!();
+
+/// Appended to text cut at the size limit: a blank line, then [`TRUNCATION_NOTICE`].
+pub const TRUNCATION_MARKER: &str = concat!("\n\n", notice!());
 
 /// The text of a captured stream: lossy UTF-8; when the stream was longer than the
-/// capture, cut so that text and [`TRUNCATION_MARKER`] fit in `max` bytes.
+/// capture, [`truncate`]d.
 pub fn text(captured: &Captured, max: usize) -> String {
     if !captured.truncated() {
         return String::from_utf8_lossy(&captured.bytes).into_owned();
     }
-    let keep = max
-        .saturating_sub(TRUNCATION_MARKER.len())
-        .min(captured.bytes.len());
-    let kept = &captured.bytes[..keep];
+    truncate(&captured.bytes, max)
+}
+
+/// `text` as is when it fits in `max` bytes, else [`truncate`]d.
+pub fn limit(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    truncate(text.as_bytes(), max)
+}
+
+/// The truncation rule: the longest prefix of `bytes` that, with [`TRUNCATION_MARKER`],
+/// fits in `max` bytes (never ending inside a UTF-8 character), then the marker. When
+/// `max` is smaller than the marker, the marker alone.
+pub fn truncate(bytes: &[u8], max: usize) -> String {
+    let keep = max.saturating_sub(TRUNCATION_MARKER.len()).min(bytes.len());
+    let kept = &bytes[..keep];
     let kept = &kept[..kept.len() - incomplete_tail(kept)];
     let mut out = String::from_utf8_lossy(kept).into_owned();
     out.push_str(TRUNCATION_MARKER);
@@ -122,6 +147,18 @@ mod tests {
         let out = text(&captured(&"x".repeat(max), 10_000), max);
         assert_eq!(out, format!("xxxx{TRUNCATION_MARKER}"));
         assert!(out.len() <= max);
+    }
+
+    #[test]
+    fn limit_keeps_short_text_and_cuts_long_text_like_captured_output() {
+        assert_eq!(limit("short".into(), 100), "short");
+        let long = "é".repeat(100);
+        let max = TRUNCATION_MARKER.len() + 5;
+        let cut = limit(long.clone(), max);
+        assert_eq!(cut, format!("éé{TRUNCATION_MARKER}"));
+        assert_eq!(cut, text(&captured(&long, 10_000), max));
+        assert!(cut.ends_with(TRUNCATION_NOTICE));
+        assert_eq!(limit(long, 3), TRUNCATION_MARKER);
     }
 
     #[test]

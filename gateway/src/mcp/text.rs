@@ -9,7 +9,10 @@ pub const NO_TOOLS: &str = "No tools available.";
 pub const NOT_AUTHENTICATED: &str = "Not authenticated: no user is associated with this session.";
 pub const UNAUTHORIZED: &str = "Unauthorized";
 pub const CANCELLED: &str = "Execution cancelled: required parameters not provided";
-pub const TRUNCATED: &str = "[Response truncated due to size limit]";
+/// What a response cut at `server.response_max_size` ends with (the engine's rule).
+pub use crate::exec::result::TRUNCATION_NOTICE as TRUNCATED;
+/// Cuts a response to the limit: the same rule as a tool's captured output.
+pub use crate::exec::result::limit as limit_response;
 
 pub fn unknown_tool(key: &str) -> String {
     format!("Unknown tool: {key}")
@@ -68,20 +71,6 @@ pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
         or_none(user.groups.join(", ")),
         or_none(keys.join(", "))
     )
-}
-
-/// Cuts `text` to at most `limit` bytes (on a character boundary) so that, with the
-/// notice appended, the result ends with `[Response truncated due to size limit]`.
-pub fn limit_response(text: String, limit: usize) -> String {
-    if text.len() <= limit {
-        return text;
-    }
-    let suffix = format!("\n\n{TRUNCATED}");
-    let mut cut = limit.saturating_sub(suffix.len());
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}{suffix}", &text[..cut])
 }
 
 #[cfg(test)]
