@@ -581,6 +581,28 @@ mod tests {
     }
 
     #[test]
+    fn the_redis_url_is_the_settings_one_only() {
+        let memory = SessionSettings {
+            redis_url: Some("redis://h".into()),
+            ..SessionSettings::default()
+        };
+        assert_eq!(memory.redis_url(), None);
+        let redis = SessionSettings {
+            backend: SessionBackend::Redis,
+            ..memory.clone()
+        };
+        assert_eq!(redis.redis_url(), Some("redis://h"));
+        // The settings loader turns REDIS_URL into session.redis_url; nothing else
+        // reads the environment, so a Redis backend without a URL is an error.
+        let unset = SessionSettings {
+            redis_url: None,
+            ..redis
+        };
+        let err = SessionStore::from_settings(&unset).unwrap_err();
+        assert_eq!(err.field, "redis_url");
+    }
+
+    #[test]
     fn urls_are_redacted() {
         assert_eq!(
             redact_url("redis://u:secret@h:6379/0"),
