@@ -238,6 +238,8 @@ fn build_parts(
                 settings.execution.max_timeout(),
                 settings.concurrency.limiter().wait,
             ),
+            max_legacy_sessions_per_caller: settings.connections.max_legacy_sessions_per_caller,
+            max_sse_streams_per_caller: settings.connections.max_sse_streams_per_caller,
         },
     );
     let metrics = settings.metrics.port.map(|port| {

@@ -31,6 +31,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, Authenticator};
+use crate::caller_caps::{self, CallerCaps};
 use crate::config::ServerSettings;
 use crate::jsonrpc_guard::{self, BodyLimit};
 use crate::mcp::{McpServer, Shared};
@@ -54,18 +55,37 @@ pub struct McpOptions<'a> {
 }
 
 /// What bounds the router's requests and where `/metrics` is.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RouterLimits {
     /// Where `/metrics` is served and the token it needs.
     pub metrics: MetricsSettings,
     /// How long a request may take to produce its response (`None`: no limit).
     pub request_timeout: Option<Duration>,
+    /// Legacy MCP sessions one caller may hold in this replica.
+    pub max_legacy_sessions_per_caller: usize,
+    /// SSE streams one caller may have open at once in this replica.
+    pub max_sse_streams_per_caller: usize,
+}
+
+impl Default for RouterLimits {
+    /// `/metrics` on the MCP port without a token; no limits.
+    fn default() -> Self {
+        Self {
+            metrics: MetricsSettings::default(),
+            request_timeout: None,
+            max_legacy_sessions_per_caller: usize::MAX,
+            max_sse_streams_per_caller: usize::MAX,
+        }
+    }
 }
 
 fn mcp_service(
     shared: Arc<Shared>,
     options: McpOptions<'_>,
-) -> StreamableHttpService<McpServer, RelayingSessionManager> {
+) -> (
+    StreamableHttpService<McpServer, RelayingSessionManager>,
+    Arc<RelayingSessionManager>,
+) {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.server.legacy_sessions)
         .with_json_response(options.server.json_response)
@@ -89,11 +109,13 @@ fn mcp_service(
     // A legacy client's answer to a question may land on another replica (item 8).
     let relay = Relay::for_store(&shared.sessions);
     let sessions = RelayingSessionManager::new(sessions, relay, options.shutdown.child_token());
-    StreamableHttpService::new(
+    let sessions = Arc::new(sessions);
+    let service = StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone())),
-        Arc::new(sessions),
+        sessions.clone(),
         config,
-    )
+    );
+    (service, sessions)
 }
 
 /// The whole router, `/metrics` on it without a token and no request timeout.
@@ -116,10 +138,20 @@ pub fn router_with(
     let RouterLimits {
         metrics,
         request_timeout,
+        max_legacy_sessions_per_caller,
+        max_sse_streams_per_caller,
     } = limits;
+    let (service, sessions) = mcp_service(shared.clone(), options);
+    let caps = CallerCaps::new(
+        max_legacy_sessions_per_caller,
+        max_sse_streams_per_caller,
+        sessions,
+    );
     let mcp = Router::new()
-        .nest_service("/mcp", mcp_service(shared.clone(), options))
+        .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
+        // Inside authentication: counts per caller.
+        .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))
         .layer(middleware::from_fn_with_state(
             authenticator,
             auth::authenticate_request,

@@ -11,6 +11,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod caller_caps;
 pub mod catalog;
 pub mod check;
 pub mod config;

@@ -195,3 +195,120 @@ async fn stalled_bodies_and_long_requests_time_out_but_sse_streams_stay() {
     .await;
     assert_eq!(echoed, "still here");
 }
+
+async fn initialize(http: &reqwest::Client, url: &str) -> (u16, Option<String>, String) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, sid, msgs) = post(http, url, None, init.to_string()).await;
+    (status, sid, format!("{msgs:?}"))
+}
+
+async fn open_stream(http: &reqwest::Client, url: &str, sid: &str) -> reqwest::Response {
+    http.get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sessions_and_sse_streams_are_capped_per_caller() {
+    let dir = tempfile::tempdir().unwrap();
+    settings(dir.path(), "dev-admin", None);
+    let gw = spawn(
+        dir.path(),
+        &[
+            (
+                "MCC_CONNECTIONS__MAX_LEGACY_SESSIONS_PER_CALLER",
+                "3".into(),
+            ),
+            ("MCC_CONNECTIONS__MAX_SSE_STREAMS_PER_CALLER", "2".into()),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let mut sids = Vec::new();
+    for _ in 0..3 {
+        sids.push(raw_initialize(&http, &gw.url).await);
+    }
+    let (status, sid, body) = initialize(&http, &gw.url).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(sid.is_none());
+    assert!(
+        body.contains("connections.max_legacy_sessions_per_caller"),
+        "{body}"
+    );
+    // Closing one makes room.
+    let closed = http
+        .delete(&gw.url)
+        .header("mcp-session-id", &sids[0])
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let fresh = raw_initialize(&http, &gw.url).await;
+
+    // Two streams open, the third is refused; closing one makes room.
+    let first = open_stream(&http, &gw.url, &sids[1]).await;
+    let second = open_stream(&http, &gw.url, &sids[2]).await;
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let third = open_stream(&http, &gw.url, &fresh).await;
+    assert_eq!(third.status().as_u16(), 429);
+    let text = third.text().await.unwrap();
+    assert!(
+        text.contains("connections.max_sse_streams_per_caller"),
+        "{text}"
+    );
+    drop(first);
+    let mut reopened = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let r = open_stream(&http, &gw.url, &fresh).await;
+        if r.status().as_u16() == 200 {
+            reopened = Some(r);
+            break;
+        }
+    }
+    assert!(reopened.is_some(), "a closed stream's slot was never freed");
+    // Calls are not streams that count against GETs: still served.
+    let echoed = raw_call(
+        &http,
+        &gw.url,
+        &fresh,
+        3,
+        "execute",
+        json!({"key": "public.echo", "params": {"message": "ok"}}),
+    )
+    .await;
+    assert_eq!(echoed, "ok");
+    drop(second);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_memory_legacy_sessions_expire_with_the_session_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    settings(dir.path(), "dev-admin", None);
+    let gw = spawn(dir.path(), &[("MCC_SESSION__TTL_SECS", "2".into())]).await;
+    let http = reqwest::Client::new();
+    let sid = raw_initialize(&http, &gw.url).await;
+    // Used within the TTL: kept.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let t = raw_call(&http, &gw.url, &sid, 2, "whoami", json!({})).await;
+    assert!(t.starts_with("username: alice"), "{t}");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let t = raw_call(&http, &gw.url, &sid, 3, "whoami", json!({})).await;
+    assert!(t.starts_with("username: alice"), "{t}");
+    // Idle longer than the TTL: gone.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "whoami", "arguments": {}}});
+    let (status, _, msgs) = post(&http, &gw.url, Some(&sid), body.to_string()).await;
+    assert_eq!(status, 404, "{msgs:?}");
+}
