@@ -67,7 +67,7 @@ async fn middleware_sets_identity_or_answers_401() {
         "",
         Algorithm::HS256,
         None,
-        &claims(json!({"email": "alice@example.com"})),
+        &claims(json!({"email": "alice@example.com", "email_verified": true})),
     );
     let (status, _, body) = call(addr, &[("authorization", &format!("Bearer {good}"))]).await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "alice"));

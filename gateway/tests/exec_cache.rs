@@ -119,7 +119,7 @@ async fn a_second_engine_on_the_same_redis_gets_the_hit() {
     );
     // The same key with a changed definition never serves the old result.
     let mut changed = tool.clone();
-    changed.description = "changed".into();
+    changed.env.insert("CHANGED".into(), "1".into());
     let miss = run(&b, &changed, json!({})).await;
     assert_eq!(
         (miss.outcome.to_text().as_str(), miss.cached),

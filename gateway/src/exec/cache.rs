@@ -243,15 +243,18 @@ pub fn key(
     )
 }
 
-/// SHA-256 (hex) of a tool's whole definition (command, params, env, limits, …) as
-/// canonical JSON: any change to the tool changes its cache keys.
+/// SHA-256 (hex) of a tool's definition (command, params, env, limits, …) as canonical
+/// JSON: any change to what the tool does changes its cache keys. `source` (where the
+/// tool was declared, for messages) is left out, so replicas that load the same tool
+/// from different paths share results.
 pub fn definition_hash(tool: &Tool) -> String {
-    let mut text = String::new();
     // A `Tool` always serializes (plain data); `Null` would only merge every key.
-    write_canonical(
-        &mut text,
-        &serde_json::to_value(tool).unwrap_or(Value::Null),
-    );
+    let mut value = serde_json::to_value(tool).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.remove("source");
+    }
+    let mut text = String::new();
+    write_canonical(&mut text, &value);
     sha256_hex(text.as_bytes())
 }
 
@@ -351,6 +354,13 @@ mod tests {
         let mut ttl = t.clone();
         ttl.cache_ttl = Some(60);
         assert_ne!(k, call_key("mcc", &ttl, "alice", &params, &ctx));
+        let mut elsewhere = t.clone();
+        elsewhere.source = "/other/replica/tools.yaml: tools[0] 't'".into();
+        assert_eq!(
+            k,
+            call_key("mcc", &elsewhere, "alice", &params, &ctx),
+            "source is not behaviour"
+        );
         let cache = ResultCache::memory().with_prefix("team-c");
         assert!(
             cache
