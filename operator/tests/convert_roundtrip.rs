@@ -135,6 +135,42 @@ fn users_become_grants() {
 }
 
 #[test]
+fn a_users_file_is_read_by_the_catalogs_reader_with_oidc_subjects_and_key_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.yaml");
+    std::fs::write(
+        &users,
+        "users:\n  - username: dana\n    oidc_subjects: [{issuer: 'https://idp/', subject: s1}, plain]\n    api_keys: [{prefix: 0123456789ab, sha256: '00'}]\n",
+    )
+    .unwrap();
+    let mut opts = options();
+    opts.tool_files = vec![];
+    opts.users_file = Some(users.clone());
+    let converted = convert(&opts).unwrap();
+    assert_eq!(
+        converted.grants[0].spec.oidc_subjects,
+        [
+            serde_json::json!({"issuer": "https://idp/", "subject": "s1"}),
+            serde_json::json!({"subject": "plain"}),
+        ]
+    );
+    let warnings: Vec<String> = converted.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("'dana': api_keys are not converted")),
+        "{warnings:?}"
+    );
+    // The reader's own rules, as the gateway applies them.
+    std::fs::write(&users, "users:\n  - username: a\n  - username: a\n").unwrap();
+    let err = convert(&opts).unwrap_err().to_string();
+    assert!(
+        err.contains("users.yaml") && err.contains("users[1]: user 'a' is listed more than once"),
+        "{err}"
+    );
+}
+
+#[test]
 fn bad_input_names_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.yaml");
