@@ -471,3 +471,103 @@ impl Mapping {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const IDP: &str = "https://idp.example.com/";
+
+    /// The directory Kubernetes mode builds from an operator document holding both forms
+    /// of `oidcSubjects`.
+    fn published() -> Directory {
+        let doc: mcc_catalog::document::CatalogDocument = serde_json::from_value(json!({
+            "format": 1, "tools": [],
+            "users": [
+                {"user": {"username": "alice", "email": "alice@example.com", "groups": ["admin"]},
+                 "oidcSubjects": [{"issuer": IDP, "subject": "00u-alice"}]},
+                {"user": {"username": "bob"}, "oidcSubjects": ["legacy-bob"]}
+            ]
+        }))
+        .unwrap();
+        crate::published::users("mcc/mcc-catalog", &doc.users).directory
+    }
+
+    fn mapping(pinned: Option<&str>, claims: &[&str]) -> Mapping {
+        Mapping {
+            pinned_issuer: pinned.map(str::to_string),
+            require_email_verified: true,
+            username_claims: claims.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    fn resolve(m: &Mapping, claims: serde_json::Value) -> Result<String, AuthError> {
+        let claims: Claims = serde_json::from_value(claims).unwrap();
+        m.resolve(&claims, &published()).map(|u| u.username)
+    }
+
+    #[test]
+    fn the_document_binds_issuer_and_subject() {
+        let pinned = mapping(Some(IDP), &["sub"]);
+        let alice = json!({"iss": IDP, "sub": "00u-alice"});
+        assert_eq!(resolve(&pinned, alice).unwrap(), "alice");
+        let bob = json!({"iss": IDP, "sub": "legacy-bob"});
+        assert_eq!(resolve(&pinned, bob.clone()).unwrap(), "bob");
+        // No pinned issuer: the old plain subject binds nothing.
+        let open = mapping(None, &["sub"]);
+        assert_eq!(resolve(&open, bob).unwrap(), "legacy-bob");
+        let elsewhere = json!({"iss": "https://evil/", "sub": "00u-alice"});
+        assert_eq!(resolve(&open, elsewhere).unwrap(), "00u-alice");
+    }
+
+    #[test]
+    fn email_and_editable_claims_follow_the_settings() {
+        let m = mapping(Some(IDP), &["sub"]);
+        let said = |v: serde_json::Value| json!({"iss": IDP, "sub": "s", "email": "ALICE@example.com", "email_verified": v});
+        assert_eq!(resolve(&m, said(json!(true))).unwrap(), "alice");
+        assert_eq!(resolve(&m, said(json!("true"))).unwrap(), "alice");
+        assert_eq!(resolve(&m, said(json!(false))).unwrap(), "s");
+        assert_eq!(resolve(&m, said(json!("yes"))).unwrap(), "s");
+        let unsaid = json!({"iss": IDP, "sub": "s", "email": "alice@example.com"});
+        assert_eq!(resolve(&m, unsaid.clone()).unwrap(), "s");
+        let lax = Mapping {
+            require_email_verified: false,
+            ..mapping(Some(IDP), &["sub"])
+        };
+        assert_eq!(resolve(&lax, unsaid).unwrap(), "alice");
+
+        let editable =
+            json!({"iss": IDP, "sub": "s", "preferred_username": "alice", "name": "alice"});
+        assert_eq!(resolve(&m, editable.clone()).unwrap(), "s");
+        let trusting = mapping(Some(IDP), &["preferred_username"]);
+        assert_eq!(resolve(&trusting, editable).unwrap(), "alice");
+    }
+
+    #[test]
+    fn an_unmapped_subject_never_takes_a_catalog_name() {
+        let m = mapping(Some(IDP), &[]);
+        let err = resolve(&m, json!({"iss": IDP, "sub": "alice"})).unwrap_err();
+        assert!(
+            matches!(&err, AuthError::Forbidden(m) if m.contains("oidcSubjects")),
+            "{err:?}"
+        );
+        let err = resolve(&m, json!({"iss": IDP, "preferred_username": "x"})).unwrap_err();
+        assert!(matches!(err, AuthError::InvalidToken(_)), "{err:?}");
+    }
+
+    #[test]
+    fn a_blank_username_claim_is_a_setup_error() {
+        let settings = JwtSettings {
+            hs256_secret: Some("x".repeat(32)),
+            audience: vec!["a".into()],
+            username_claims: vec![" sub".into()],
+            ..JwtSettings::default()
+        };
+        let err = JwtVerifier::new(&settings).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "auth.jwt.username_claims: ' sub' is not a claim name"
+        );
+    }
+}
