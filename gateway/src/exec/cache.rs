@@ -94,14 +94,6 @@ impl ResultCache {
         ))
     }
 
-    /// Transitional form of [`Self::redis_with`] under [`DEFAULT_KEY_PREFIX`], for
-    /// callers not yet passing `session.key_prefix`. Remove once none is left.
-    #[allow(non_snake_case)]
-    #[doc(hidden)]
-    pub fn Redis(conn: ConnectionManager) -> Self {
-        Self::redis_with(conn, DEFAULT_KEY_PREFIX)
-    }
-
     /// The same cache with keys under `key_prefix` (`session.key_prefix`).
     pub fn with_prefix(mut self, key_prefix: &str) -> Self {
         self.prefix = key_prefix.into();
@@ -220,23 +212,6 @@ pub fn call_key(
         "{prefix}:exec:{}:{}:{}:{}:{}",
         tool.key,
         definition_hash(tool),
-        sha256_hex(caller.as_bytes()),
-        canonical_hash(params),
-        canonical_hash(context)
-    )
-}
-
-/// Transitional key without the deployment prefix and the tool definition, for callers
-/// not yet on [`ResultCache::key`]. Remove once none is left.
-#[doc(hidden)]
-pub fn key(
-    tool_key: &str,
-    caller: &str,
-    params: &Map<String, Value>,
-    context: &Map<String, Value>,
-) -> String {
-    format!(
-        "{DEFAULT_KEY_PREFIX}:exec:{tool_key}:{}:{}:{}",
         sha256_hex(caller.as_bytes()),
         canonical_hash(params),
         canonical_hash(context)
