@@ -89,15 +89,12 @@ impl ApiKeyRecord {
         self.expires_at.as_deref().is_some_and(|e| e <= now)
     }
 
-    /// Whether `raw` is this key (constant time in the digest comparison).
+    /// Whether `raw` is this key (constant time in the digest comparison; a record whose
+    /// hash is not 64 hex digits matches nothing).
     pub fn matches(&self, raw: &str) -> bool {
-        let digest = hash_key(raw);
-        digest.len() == self.sha256.len()
-            && digest
-                .bytes()
-                .zip(self.sha256.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        let mut stored = [0u8; 32];
+        hex::decode_to_slice(&self.sha256, &mut stored).is_ok()
+            && digests_equal(&digest(raw), &stored)
     }
 }
 
