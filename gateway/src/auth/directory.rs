@@ -31,7 +31,9 @@ pub struct KeyRecord {
 pub enum DirectoryError {
     #[error("users: user '{0}' is listed more than once")]
     DuplicateUser(String),
-    #[error("users: user '{user}': api_keys prefix '{prefix}' must be {PREFIX_LEN} hex characters")]
+    #[error(
+        "users: user '{user}': api_keys prefix '{prefix}' must be {PREFIX_LEN} lowercase hex characters"
+    )]
     BadPrefix { user: String, prefix: String },
     #[error("users: user '{user}': api_keys entry '{prefix}': sha256 must be 64 hex characters")]
     BadHash { user: String, prefix: String },
@@ -395,7 +397,7 @@ mod tests {
         let err = Directory::new(vec![entry("bob", "XYZ", &sha)]).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "users: user 'bob': api_keys prefix 'XYZ' must be 12 hex characters"
+            "users: user 'bob': api_keys prefix 'XYZ' must be 12 lowercase hex characters"
         );
         let err = Directory::new(vec![entry("bob", "0123456789ab", "zz")]).unwrap_err();
         assert!(matches!(err, DirectoryError::BadHash { .. }), "{err}");
@@ -442,7 +444,7 @@ mod tests {
             messages,
             [
                 (
-                    "users: user 'carol': api_keys prefix 'XYZ' must be 12 hex characters"
+                    "users: user 'carol': api_keys prefix 'XYZ' must be 12 lowercase hex characters"
                         .to_string(),
                     1
                 ),
