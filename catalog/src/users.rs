@@ -256,6 +256,36 @@ mod tests {
         }
     }
 
+    /// Fragments of users files, so random text often gets deep into the reader.
+    fn usersish() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let token = prop_oneof![
+            Just("users:".to_string()),
+            Just("\n  - ".to_string()),
+            Just("\n    ".to_string()),
+            Just("username: ".to_string()),
+            Just("email: ".to_string()),
+            Just("groups: [a, b]".to_string()),
+            Just("oidc_subjects: ".to_string()),
+            Just("{issuer: 'https://i/', subject: s}".to_string()),
+            Just("{subject: ''}".to_string()),
+            Just("api_keys: ".to_string()),
+            Just("[{prefix: 0123456789ab, sha256: '00', expires_at: x}]".to_string()),
+            Just("- ".to_string()),
+            Just("&a ".to_string()),
+            Just("*a".to_string()),
+            "[a-z0-9 :\\[\\]{},'\"-]{0,12}",
+        ];
+        proptest::collection::vec(token, 0..24).prop_map(|t| t.concat())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_reader_never_panics(text in usersish()) {
+            let _ = parse(&text);
+        }
+    }
+
     #[test]
     fn subjects_serialize_in_the_pinned_form() {
         let s = OidcSubject {
