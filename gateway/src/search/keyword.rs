@@ -36,6 +36,10 @@ const ANALYZER: &str = "mcc_en";
 const ORD_FIELD: &str = "ord";
 /// Weight of a fuzzy expansion relative to the exact term.
 pub const FUZZY_WEIGHT: f32 = 0.5;
+/// Distinct query words that are ranked; later ones are ignored. Each costs a fuzzy
+/// expansion per field, so this bounds a query's work whatever its length (with
+/// `search.max_query_bytes`); a tool query of real use has a few to a few dozen words.
+pub const MAX_QUERY_WORDS: usize = 64;
 /// Words that carry no meaning in a tool query ("list all the pods in a namespace").
 const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "i", "in", "into", "is", "it",
@@ -191,12 +195,17 @@ impl KeywordIndex {
             .collect())
     }
 
-    /// The query for `text`: for each distinct analyzed word and each field, the exact
-    /// term and its fuzzy expansions, all optional (any match scores).
+    /// The query for `text`: for each distinct analyzed word (the first
+    /// [`MAX_QUERY_WORDS`]) and each field, the exact term and its fuzzy expansions, all
+    /// optional (any match scores).
     fn query(&self, text: &str) -> Result<Option<BooleanQuery>, SearchError> {
-        let words: BTreeSet<String> = analyze(&mut self.analyzer.clone(), text)
-            .into_iter()
-            .collect();
+        let mut words = BTreeSet::new();
+        for word in analyze(&mut self.analyzer.clone(), text) {
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
+            words.insert(word);
+        }
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for word in &words {
             for wf in &self.fields {

@@ -198,3 +198,40 @@ fn an_older_rebuild_never_replaces_a_newer_one() {
         .unwrap();
     assert_eq!(service.current().len(), 1);
 }
+
+#[test]
+fn only_the_first_distinct_words_of_a_query_are_ranked() {
+    use super::keyword::MAX_QUERY_WORDS;
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    let filler: Vec<String> = (0..MAX_QUERY_WORDS).map(|i| format!("zq{i}x")).collect();
+    let filler = filler.join(" ");
+    let first = search(&index, &format!("weather {filler}"), None, None);
+    assert_eq!(keys(&index, &first), ["public.weather_forecast"]);
+    // Repeating a word does not use up the allowance.
+    let repeated = format!("{} weather", "zzz ".repeat(MAX_QUERY_WORDS * 2));
+    assert_eq!(
+        keys(&index, &search(&index, &repeated, None, None)),
+        ["public.weather_forecast"]
+    );
+    assert!(search(&index, &format!("{filler} weather"), None, None).is_empty());
+}
+
+#[tokio::test]
+async fn a_query_over_max_query_bytes_is_refused_naming_the_setting() {
+    let service = SearchService::new(SearchSettings {
+        max_query_bytes: 16,
+        ..SearchSettings::default()
+    })
+    .unwrap();
+    service.rebuild(catalog()).await.unwrap();
+    let err = service
+        .search_text(&"w".repeat(17), None, None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the query is 17 bytes; the limit is 16 bytes (setting search.max_query_bytes)"
+    );
+    let ok = service.search_text("weather forecast", None, None).await;
+    assert!(ok.unwrap().contains("public.weather_forecast"));
+}
