@@ -238,6 +238,11 @@ impl McpServer {
         self.shared.metrics.search(started.elapsed());
         match result {
             Ok(out) => text_result("search", out),
+            // A caller's oversized query is its own mistake, not the gateway's: answered,
+            // not logged as an error (callers could otherwise fill the error log).
+            Err(e @ crate::search::SearchError::QueryTooLong { .. }) => {
+                error_result(format!("Search failed: {e}"))
+            }
             Err(e) => {
                 tracing::error!(error = %e, "search failed");
                 error_result(format!("Search failed: {e}"))
