@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use mcc_executor::runtime::Runtime as _;
 use mcc_executor::address::{self, Address};
+use mcc_executor::runtime::Runtime as _;
 use mcc_executor::{ExecutorClient, InProcess, reaper, server};
 
 #[derive(Parser)]
@@ -79,8 +79,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             if unsafe { libc::getpid() } == 1 {
                 tokio::spawn(reaper::run(std::time::Duration::from_secs(1)));
             }
-            let listener = server::bind(&socket)
-                .with_context(|| format!("cannot listen on {socket}"))?;
+            let listener =
+                server::bind(&socket).with_context(|| format!("cannot listen on {socket}"))?;
             tracing::info!(%socket, "executor listening");
             let serving = server::serve(listener, InProcess::from_environment(), max_calls);
             tokio::select! {

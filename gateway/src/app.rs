@@ -201,10 +201,9 @@ fn build_parts(
     .with_limiter(Limiter::new(settings.concurrency.limiter()));
     // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
     let engine = match sessions.redis_connection() {
-        Some(conn) => engine.with_cache(ResultCache::redis_with(
-            conn,
-            &settings.session.key_prefix,
-        )),
+        Some(conn) => {
+            engine.with_cache(ResultCache::redis_with(conn, &settings.session.key_prefix))
+        }
         None => engine,
     };
     let (engine, reviewer) = match kube {

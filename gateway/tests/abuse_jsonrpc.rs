@@ -63,7 +63,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
         ".{0,40}".prop_map(Value::from),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
@@ -88,17 +90,24 @@ fn method() -> impl Strategy<Value = String> {
 }
 
 fn message() -> impl Strategy<Value = Value> {
-    (method(), json_value(), json_value(), any::<bool>()).prop_map(|(method, id, params, with_id)| {
-        let mut m = json!({"jsonrpc": "2.0", "method": method, "params": params});
-        if with_id {
-            m["id"] = id;
-        }
-        m
-    })
+    (method(), json_value(), json_value(), any::<bool>()).prop_map(
+        |(method, id, params, with_id)| {
+            let mut m = json!({"jsonrpc": "2.0", "method": method, "params": params});
+            if with_id {
+                m["id"] = id;
+            }
+            m
+        },
+    )
 }
 
 fn version() -> impl Strategy<Value = Option<&'static str>> {
-    prop_oneof![Just(None), Just(Some("2025-11-25")), Just(Some("2026-07-28")), Just(Some("x"))]
+    prop_oneof![
+        Just(None),
+        Just(Some("2025-11-25")),
+        Just(Some("2026-07-28")),
+        Just(Some("x"))
+    ]
 }
 
 proptest! {
