@@ -5,64 +5,11 @@
 
 mod mcp_support;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use mcp_support::replica::*;
 use mcp_support::*;
 use serde_json::{Value, json};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `mcc-gateway serve` process, killed and reaped when dropped.
-struct Replica {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-async fn spawn_replica(dir: &Path) -> Replica {
-    settings(dir, "dev-admin", None); // writes the tool and users files
-    let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcc-gateway"))
-        .arg("serve")
-        .env("MCC_TOOL_FILES", dir.join("tools"))
-        .env("MCC_USERS_FILE", dir.join("users.yaml"))
-        .env("MCC_SERVER__PORT", port.to_string())
-        .env("REDIS_URL", redis_url())
-        .env("MCC_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the gateway binary starts");
-    let base = format!("http://127.0.0.1:{port}");
-    let replica = Replica {
-        child,
-        url: format!("{base}/mcp"),
-    };
-    let http = reqwest::Client::new();
-    for _ in 0..100 {
-        if let Ok(r) = http.get(format!("{base}/readyz")).send().await
-            && r.status().is_success()
-        {
-            return replica;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("replica on port {port} never became ready");
-}
 
 /// The legacy handshake, declaring elicitation; returns the session id.
 async fn initialize_eliciting(http: &reqwest::Client, url: &str) -> String {

@@ -3,6 +3,8 @@
 //! JSON-RPC over HTTP for protocol-level checks.
 #![allow(dead_code)]
 
+pub mod replica;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
