@@ -10,6 +10,7 @@ mod abuse_support;
 mod mcp_support;
 
 use abuse_support::*;
+use mcp_support::replica::free_port;
 use mcp_support::*;
 use serde_json::json;
 

@@ -1,5 +1,5 @@
-//! Real `mcc-gateway serve` processes over the test files of a directory, sharing the test
-//! Redis: what the multi-replica tests start, kill and restart.
+//! Real `mcc-gateway serve` processes over the test files of a directory: what the
+//! multi-replica and abuse tests start, kill, restart and measure.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,6 +16,7 @@ pub fn free_port() -> u16 {
 /// A `mcc-gateway serve` process, killed and reaped when dropped.
 pub struct Replica {
     pub child: Child,
+    pub port: u16,
     /// `http://127.0.0.1:<port>/mcp`
     pub url: String,
     /// `http://127.0.0.1:<port>`
@@ -29,31 +30,34 @@ impl Drop for Replica {
     }
 }
 
-/// Starts a replica over the tool and users files of `dir` (written when missing) and
-/// waits until it is ready.
-pub async fn spawn_replica(dir: &Path) -> Replica {
+/// Starts the binary over the tool and users files of `dir` (written when missing) on a
+/// free port, with nothing of this process's `REDIS_URL` and `env` on top, and waits
+/// until `/readyz` answers 200.
+pub async fn spawn_gateway(dir: &Path, env: &[(&str, String)]) -> Replica {
     super::settings(dir, "dev-admin", None); // writes the tool and users files
     let port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_mcc-gateway"))
-        .arg("serve")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcc-gateway"));
+    cmd.arg("serve")
+        .env_remove("REDIS_URL")
         .env("MCC_TOOL_FILES", dir.join("tools"))
         .env("MCC_USERS_FILE", dir.join("users.yaml"))
         .env("MCC_SERVER__PORT", port.to_string())
-        .env("REDIS_URL", super::redis_url())
-        .env("MCC_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the gateway binary starts");
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("the gateway binary starts");
     let base = format!("http://127.0.0.1:{port}");
     // Owned at once, so the process is killed and reaped on every path.
     let replica = Replica {
         child,
+        port,
         url: format!("{base}/mcp"),
         base,
     };
     let http = reqwest::Client::new();
-    for _ in 0..100 {
+    for _ in 0..300 {
         if let Ok(r) = http.get(format!("{}/readyz", replica.base)).send().await
             && r.status().is_success()
         {
@@ -61,5 +65,14 @@ pub async fn spawn_replica(dir: &Path) -> Replica {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("replica on port {port} never became ready");
+    panic!("gateway on port {port} never became ready");
+}
+
+/// A replica sharing the test Redis (sessions, legacy session registry, relay).
+pub async fn spawn_replica(dir: &Path) -> Replica {
+    let env = [
+        ("REDIS_URL", super::redis_url()),
+        ("MCC_LOG", "warn".to_string()),
+    ];
+    spawn_gateway(dir, &env).await
 }
