@@ -21,10 +21,6 @@ impl ExecutorClient {
         Self { address }
     }
 
-    pub fn address(&self) -> &Address {
-        &self.address
-    }
-
     fn error(&self, reason: impl std::fmt::Display) -> RunError {
         RunError::Executor {
             socket: self.address.to_string(),

@@ -96,7 +96,7 @@ impl InProcess {
     }
 
     /// The complete environment and working directory `request` would run with here.
-    pub fn resolve(
+    fn resolve(
         &self,
         request: &Request,
     ) -> Result<(BTreeMap<String, String>, Option<PathBuf>), RunError> {
