@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements};
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -217,15 +217,25 @@ pub struct LocalRuntime {}
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodRuntime {
-    /// The container image that holds the tool's command or Python module.
-    #[schemars(length(min = 1))]
-    pub image: String,
+    /// The container image that holds the tool's command or Python module; left out:
+    /// the deployment's default runtime image (`sh`, `curl`, `python3`). The platform
+    /// team allows images per namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    /// The Pod's ServiceAccount (in the Tool's namespace); left out: `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
+    /// Mount the ServiceAccount's token into the tool's container. Off unless asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub automount_service_account_token: Option<bool>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
 }
 
 /// What the operator found for a Tool.

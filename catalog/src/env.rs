@@ -62,7 +62,23 @@ pub struct EnvSpec {
     /// fn tools: the working directory goes first on `PYTHONPATH` (the callable's module
     /// is imported from there).
     pub cwd_on_pythonpath: bool,
+    /// Where `env_passthrough` reads from when it is not the runtime's own environment:
+    /// the pod runtime's configured environment (the values travel in the per-call
+    /// Secret, never in the Pod object). `None`: the runtime's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough_from: Option<Vec<(String, String)>>,
+    /// Pod runtime: `envFrom` and `valueFrom` reach the process as Kubernetes references
+    /// of the Pod spec, under [`ENV_FROM_PREFIX`] and [`VALUE_FROM_PREFIX`] in the
+    /// runtime's own environment (their values never pass through the gateway);
+    /// [`EnvSpec::resolve`] puts them in the layers where the local runtime puts them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub references_in_env: bool,
 }
+
+/// Pod runtime: the prefix under which the Pod spec's `envFrom` sources are delivered.
+pub const ENV_FROM_PREFIX: &str = "MCC_ENVFROM_";
+/// Pod runtime: the prefix under which the Pod spec's `valueFrom` entries are delivered.
+pub const VALUE_FROM_PREFIX: &str = "MCC_VALUEFROM_";
 
 impl std::fmt::Debug for EnvSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,6 +87,14 @@ impl std::fmt::Debug for EnvSpec {
             .field("passthrough", &self.passthrough)
             .field("set (names only)", &self.set.keys().collect::<Vec<_>>())
             .field("cwd_on_pythonpath", &self.cwd_on_pythonpath)
+            .field(
+                "passthrough_from (names only)",
+                &self
+                    .passthrough_from
+                    .as_ref()
+                    .map(|v| v.iter().map(|(k, _)| k).collect::<Vec<_>>()),
+            )
+            .field("references_in_env", &self.references_in_env)
             .finish()
     }
 }
@@ -87,15 +111,31 @@ impl EnvSpec {
             },
             set,
             cwd_on_pythonpath: tool.kind.is_fn(),
+            passthrough_from: None,
+            references_in_env: false,
         }
     }
 
     /// The complete environment, in the spawning process: `parent` is its environment,
     /// `cwd` the tool's working directory there.
     pub fn resolve(&self, parent: &[(String, String)], cwd: &Path) -> BTreeMap<String, String> {
-        let mut env: BTreeMap<String, String> =
-            inherited(parent, &self.floor, &self.passthrough).collect();
+        let mut env: BTreeMap<String, String> = match &self.passthrough_from {
+            None => inherited(parent, &self.floor, &self.passthrough).collect(),
+            Some(source) => inherited(parent, &self.floor, &EnvPassthrough::All(false))
+                .chain(inherited(source, &[], &self.passthrough))
+                .collect(),
+        };
+        // The context layer (in `set`) owns every `MCC_CTX*` name, as in [`build_env`].
+        let delivered = |prefix: &'static str| {
+            parent.iter().filter_map(move |(k, v)| {
+                let name = k.strip_prefix(prefix)?;
+                (self.references_in_env && !name.is_empty() && !is_context_name(name))
+                    .then(|| (name.to_string(), v.clone()))
+            })
+        };
+        env.extend(delivered(ENV_FROM_PREFIX));
         env.extend(self.set.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(delivered(VALUE_FROM_PREFIX));
         if self.cwd_on_pythonpath {
             let pythonpath = prepend_pythonpath(
                 &cwd.display().to_string(),
@@ -459,6 +499,48 @@ mod tests {
         let set = build_env(&tool, &[], &floor, &[], &[], &context);
         let env = EnvSpec::for_tool(&tool, &floor, set).resolve(&parent, Path::new("/w"));
         assert_eq!(env["PYTHONPATH"], "/w:/lib");
+    }
+
+    /// The pod runtime's layering gives what a local run with resolved values gives.
+    #[test]
+    fn pod_layers_match_the_local_order() {
+        let mut tool = exec_tool();
+        tool.env_passthrough = EnvPassthrough::Globs(vec!["GIT_*".into()]);
+        tool.env = BTreeMap::from([
+            ("FROM".to_string(), "env".to_string()),
+            ("TOKEN".to_string(), "env".to_string()),
+        ]);
+        let context = Map::from_iter([("user".to_string(), Value::from("alice"))]);
+        let env_from = pairs(&[("FROM", "secret"), ("ONLY_SECRET", "1")]);
+        let value_from = pairs(&[("TOKEN", "secret")]);
+        let configured = pairs(&[("GIT_DIR", "configured"), ("OTHER", "x")]);
+        let local = build_env(&tool, &configured, &[], &env_from, &value_from, &context);
+
+        // In the pod: the image's own PATH, the references under their prefixes, a
+        // spoofing attempt through a Secret key, and a GIT_DIR of the image's.
+        let pod_env = pairs(&[
+            ("PATH", "/image/bin"),
+            ("GIT_DIR", "image"),
+            ("MCC_ENVFROM_FROM", "secret"),
+            ("MCC_ENVFROM_ONLY_SECRET", "1"),
+            ("MCC_ENVFROM_MCC_CTX_USER", "mallory"),
+            ("MCC_VALUEFROM_TOKEN", "secret"),
+            ("MCC_VALUEFROM_MCC_CTX_USER", "mallory"),
+        ]);
+        let set = build_env(&tool, &[], &floor(), &[], &[], &context);
+        let mut spec = EnvSpec::for_tool(&tool, &floor(), set);
+        spec.passthrough_from = Some(configured.clone());
+        spec.references_in_env = true;
+        let env = spec.resolve(&pod_env, Path::new("/w"));
+        let mut expected = local;
+        expected.insert("PATH".into(), "/image/bin".into());
+        assert_eq!(env, expected);
+        assert_eq!(env["MCC_CTX_USER"], "alice");
+        assert_eq!(env["GIT_DIR"], "configured", "passthrough reads the configured env");
+
+        spec.references_in_env = false;
+        let env = spec.resolve(&pod_env, Path::new("/w"));
+        assert!(!env.contains_key("ONLY_SECRET") && env["TOKEN"] == "env");
     }
 
     #[test]

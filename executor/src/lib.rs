@@ -12,6 +12,8 @@
 //!   the gateway's environment, no view of its processes); [`ExecutorClient`] is the
 //!   gateway's side. [`wire`] is the framing both speak; [`reaper`] collects orphaned
 //!   tool processes when the executor is its container's PID 1.
+//! - [`podio`]: the pod runtime's boundary — the call in a per-call Secret, the result
+//!   as one line of the container log; `mcc-executor pod-run` is the runner in the Pod.
 //!
 //! What a tool is, how its command is rendered and what its output means belong to the
 //! gateway; this crate only runs a prepared [`Request`].
@@ -19,6 +21,7 @@
 pub mod address;
 pub mod client;
 pub mod limits;
+pub mod podio;
 pub mod process;
 pub mod reaper;
 pub mod runtime;

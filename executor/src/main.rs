@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mcc_executor::address::{self, Address};
 use mcc_executor::runtime::Runtime as _;
-use mcc_executor::{ExecutorClient, InProcess, reaper, server};
+use mcc_executor::{ExecutorClient, InProcess, podio, reaper, server};
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +31,13 @@ enum Command {
         /// Calls run at once; more wait.
         #[arg(long, env = "MCC_EXECUTOR_MAX_CALLS", default_value_t = 256)]
         max_calls: usize,
+    },
+    /// Inside a pod-runtime Pod: run the call in `input` (a file of the per-call Secret)
+    /// as the executor would, with this container's environment as the env floor, and
+    /// print the result as one line on stdout. Exits 0 whenever a result was printed.
+    PodRun {
+        #[arg(long, default_value = "/mcc/input/request.json")]
+        input: std::path::PathBuf,
     },
     /// Exit 0 when an executor answers on the socket.
     Probe {
@@ -93,6 +100,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     Ok(())
                 }
             }
+        }
+        Command::PodRun { input } => {
+            let bytes = std::fs::read(&input)
+                .with_context(|| format!("cannot read the call from {}", input.display()))?;
+            let request = podio::PodInput::decode(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", input.display()))?;
+            let result = InProcess::from_environment().run(&request).await;
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(podio::result_line(&result).as_bytes())?;
+            out.flush()?;
+            Ok(())
         }
         Command::Probe { socket } => ExecutorClient::new(socket)
             .check()

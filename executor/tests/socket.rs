@@ -76,6 +76,7 @@ fn shell(line: &str) -> Request {
             passthrough: EnvPassthrough::All(false),
             set: BTreeMap::new(),
             cwd_on_pythonpath: false,
+            ..EnvSpec::default()
         },
         max_output: 1000,
         ..Request::default()

@@ -210,8 +210,11 @@ fn runtime(rt: Option<&crd::Runtime>) -> Result<DocRuntime, Invalid> {
     match rt {
         None | Some(crd::Runtime::Local(_)) => Ok(DocRuntime::Local),
         Some(crd::Runtime::Pod(pod)) => {
-            if pod.image.trim().is_empty() {
-                return Err(invalid("runtime.pod.image", "an image is required"));
+            if pod.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
+                return Err(invalid(
+                    "runtime.pod.image",
+                    "an image name, or leave the field out for the default runtime image",
+                ));
             }
             let resources = pod
                 .resources
@@ -223,7 +226,14 @@ fn runtime(rt: Option<&crd::Runtime>) -> Result<DocRuntime, Invalid> {
                 image: pod.image.clone(),
                 resources,
                 service_account_name: pod.service_account_name.clone(),
+                automount_service_account_token: pod.automount_service_account_token,
                 node_selector: pod.node_selector.clone(),
+                tolerations: pod
+                    .tolerations
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| invalid("runtime.pod.tolerations", e.to_string()))?,
             }))
         }
     }

@@ -73,7 +73,7 @@ impl ToolBuilder for Tool {
     }
     fn in_pod(mut self) -> Self {
         self.spec.runtime = Some(Runtime::Pod(PodRuntime {
-            image: "example/tool:1".into(),
+            image: Some("example/tool:1".into()),
             ..Default::default()
         }));
         self
