@@ -55,6 +55,14 @@ pub enum RunError {
     /// The executor broke off the call or answered nonsense.
     #[error("executor at {socket}: {reason}")]
     Executor { socket: String, reason: String },
+    /// The pod runtime could not run the call to an end (the Pod could not be created or
+    /// started, or ended without a result): `reason` says what Kubernetes reported.
+    #[error("pod {namespace}/{pod}: {reason}")]
+    Pod {
+        namespace: String,
+        pod: String,
+        reason: String,
+    },
 }
 
 /// Runs tool processes. Dropping a `run` future kills the process group it started.

@@ -20,6 +20,7 @@ pub mod introspect;
 pub mod limiter;
 pub mod limits;
 pub mod params;
+pub mod pod;
 pub mod python;
 pub mod result;
 pub mod transform;
