@@ -12,6 +12,7 @@
 
 pub mod env;
 pub mod errors;
+pub mod pods;
 pub mod token_review;
 pub mod watch;
 
