@@ -70,16 +70,51 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     };
     let source = format!("Tool {namespace}/{name}");
     let built = build_tool(entry, &source).map_err(|e| invalid(e.field, e.message))?;
+    let runtime = runtime(spec.runtime.as_ref())?;
+    // A pod fn tool's module is in its image: nobody can introspect it here or in the
+    // gateway, so it is published as declared.
+    let declared_only = !runtime.is_local() && built.tool.kind.is_fn();
+    if declared_only {
+        pod_fn_declared(spec)?;
+    }
     Ok(CatalogTool {
         tool: built.tool,
         namespace,
         resource: name,
         env_from,
         env_value_from,
-        runtime: runtime(spec.runtime.as_ref())?,
-        introspect: built.needs_introspection,
-        name_from_callable: built.name_from_callable,
+        runtime,
+        introspect: built.needs_introspection && !declared_only,
+        name_from_callable: built.name_from_callable && !declared_only,
     })
+}
+
+/// An fn tool with `runtime: pod` declares its return type and its params (`params: []`
+/// for none): its module lives in its image, so they cannot be introspected. Without a
+/// `name` it is named after the callable path's last segment.
+fn pod_fn_declared(spec: &ToolSpec) -> Result<(), Invalid> {
+    const WHY: &str = "its module lives in the tool's image, so it cannot be introspected";
+    if spec
+        .return_type
+        .as_deref()
+        .is_none_or(|r| r.trim().is_empty())
+    {
+        return Err(invalid(
+            "returnType",
+            format!(
+                "an fn tool with runtime: pod must declare its return type (e.g. returnType: str): {WHY}"
+            ),
+        ));
+    }
+    if spec.params.is_none() {
+        return Err(invalid(
+            "params",
+            format!(
+                "an fn tool with runtime: pod must declare its params (params: [] when it takes none): {WHY}"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Reads a field kept as raw JSON into the catalog's type, naming the field on error.

@@ -58,6 +58,10 @@ pub trait ToolBuilder {
     fn with_groups(self, groups: &[&str]) -> Self;
     /// `runtime: pod` with a placeholder image.
     fn in_pod(self) -> Self;
+    /// `runtime: pod` (the default image unless set), changed by `f`.
+    fn pod(self, f: impl FnOnce(&mut PodRuntime)) -> Self;
+    /// An fn tool `module:callable` instead of the exec command, with no name.
+    fn with_fn(self, path: &str) -> Self;
     /// As if the operator had published it under its current key.
     fn serving(self) -> Self;
 }
@@ -76,6 +80,20 @@ impl ToolBuilder for Tool {
             image: Some("example/tool:1".into()),
             ..Default::default()
         }));
+        self
+    }
+    fn pod(mut self, f: impl FnOnce(&mut PodRuntime)) -> Self {
+        let mut pod = match self.spec.runtime.take() {
+            Some(Runtime::Pod(p)) => p,
+            _ => PodRuntime::default(),
+        };
+        f(&mut pod);
+        self.spec.runtime = Some(Runtime::Pod(pod));
+        self
+    }
+    fn with_fn(mut self, path: &str) -> Self {
+        (self.spec.exec, self.spec.name) = (None, None);
+        self.spec.func = Some(path.into());
         self
     }
     fn serving(mut self) -> Self {
@@ -195,6 +213,27 @@ pub fn not_found(kind: &str, name: &str) -> Value {
 pub fn test_policy() -> Policy {
     let mut policy = Policy::single_tenant(["ns"]);
     policy.local_runtime.insert("other".into());
+    policy
+}
+
+/// [`test_policy`] with the pod runtime on in `ns` and `team-a` (not `team-b`), where
+/// pod Tools may use images under `example/`, the ServiceAccount `runner`, the node
+/// selector `pool: tools`, tolerations of `dedicated`; no token.
+pub fn pod_test_policy() -> Policy {
+    use crate::policy::{PodAllowance, PodScope};
+    let mut policy = test_policy();
+    policy.pod_namespaces = PodScope::Only(["ns".into(), "team-a".into()].into());
+    policy.pod_policy = [(
+        "*".to_string(),
+        PodAllowance {
+            images: vec!["example/".into()],
+            service_accounts: ["runner".into()].into(),
+            node_selector: [("pool".into(), ["tools".into()].into())].into(),
+            tolerations: ["dedicated".into()].into(),
+            automount_service_account_token: false,
+        },
+    )]
+    .into();
     policy
 }
 

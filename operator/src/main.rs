@@ -154,6 +154,8 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         watch_selector = tenancy.selector().map(|s| s.to_string()),
         local_runtime = ?policy.local_runtime,
         namespace_groups = ?policy.groups,
+        pod_namespaces = ?policy.pod_namespaces,
+        pod_policy = ?policy.pod_policy,
         "tenancy settings"
     );
     let metrics = Arc::new(Metrics::default());

@@ -1,12 +1,16 @@
 //! The platform team's tenancy rules as one pure value, [`Policy`]: which namespaces this
 //! operator acts on, where UserGrants count, which namespaces may run Tools in the gateway's
-//! shared local runtime, and which groups each namespace may publish Tools under.
+//! shared local runtime, which groups each namespace may publish Tools under, and where
+//! and with what the gateway may create a pod Tool's Pods ([`PodScope`], [`PodAllowance`]:
+//! the rule is [`Policy::refused_pod_spec`]).
 //!
 //! [`crate::assemble`] is the only caller of these rules, so the reconcilers (statuses)
 //! and the publisher (the catalog) agree by construction. Parsing the settings that build
 //! a policy is [`crate::settings`]'s job, not this module's.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use mcc_catalog::document::PodSpec;
 
 /// The groups one namespace may publish Tools under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +36,46 @@ pub struct Policy {
     /// Namespace → the groups it may publish Tools under; `None`: any namespace may use
     /// any group (the single-tenant default). A namespace not listed may use none.
     pub groups: Option<BTreeMap<String, Groups>>,
+    /// Where the gateway may create Pods for `runtime: pod` Tools (its RBAC scope).
+    pub pod_namespaces: PodScope,
+    /// Namespace (or `*`: every namespace without its own entry) → what its pod Tools may
+    /// ask for beyond the defaults. A namespace's own entry replaces `*`'s, it does not
+    /// add to it.
+    pub pod_policy: BTreeMap<String, PodAllowance>,
+}
+
+/// The namespaces where the gateway may create Pods.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PodScope {
+    /// The pod runtime is off: no namespace.
+    #[default]
+    Off,
+    /// Every namespace (`*`).
+    All,
+    /// Only these.
+    Only(BTreeSet<String>),
+}
+
+/// What one namespace's pod Tools may ask for beyond what is always allowed: the default
+/// runtime image (no `image`), the `default` ServiceAccount, no node selector, no
+/// tolerations and no ServiceAccount token. Read from JSON (`MCC_POD_POLICY`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodAllowance {
+    /// Image reference prefixes (`*`: any image). A prefix ending with `/`, `:` or `@`
+    /// matches any reference that starts with it; any other prefix matches only at a
+    /// boundary: the reference itself, a path below it (`/`), or a tag or digest of it,
+    /// never a longer name (`team-a` does not match `team-ab/x`) or another port.
+    pub images: Vec<String>,
+    /// ServiceAccount names besides `default` (`*`: any).
+    pub service_accounts: BTreeSet<String>,
+    /// Node label key → the values allowed for it (`*` among them: any value).
+    pub node_selector: BTreeMap<String, BTreeSet<String>>,
+    /// Toleration keys allowed; `""` (a toleration without a key, which tolerates every
+    /// taint) only when listed.
+    pub tolerations: BTreeSet<String>,
+    /// Whether a Tool may have its ServiceAccount's token mounted.
+    pub automount_service_account_token: bool,
 }
 
 impl Policy {
@@ -44,6 +88,8 @@ impl Policy {
             local_runtime: trusted.clone(),
             trusted,
             groups: None,
+            pod_namespaces: PodScope::Off,
+            pod_policy: BTreeMap::new(),
         }
     }
 
@@ -81,6 +127,133 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Whether the gateway may create Pods in `namespace` (so its pod Tools may run).
+    pub fn may_run_pods(&self, namespace: &str) -> bool {
+        match &self.pod_namespaces {
+            PodScope::Off => false,
+            PodScope::All => true,
+            PodScope::Only(set) => set.contains(namespace),
+        }
+    }
+
+    /// The pod policy entry that applies to `namespace`: its own, else `*`'s; with its
+    /// name. `None`: only the defaults are allowed.
+    pub fn pod_allowance(&self, namespace: &str) -> Option<(&str, &PodAllowance)> {
+        self.pod_policy
+            .get_key_value(namespace)
+            .or_else(|| self.pod_policy.get_key_value("*"))
+            .map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The first field of a pod Tool's `pod` that `namespace` may not use (fields in the
+    /// order image, serviceAccountName, automountServiceAccountToken, nodeSelector,
+    /// tolerations), or `None` when all are allowed. The one definition of the "no
+    /// confused deputy" rule: the gateway creates Pods the Tool's author could not, so a
+    /// Tool gets only what the platform team allowed its namespace.
+    pub fn refused_pod_spec(&self, namespace: &str, pod: &PodSpec) -> Option<PodRefusal> {
+        let entry = self.pod_allowance(namespace);
+        let none = PodAllowance::default();
+        let allow = entry.map_or(&none, |(_, a)| a);
+        let refuse = |field: String, value: String, allowed: Vec<String>| PodRefusal {
+            field,
+            value,
+            entry: entry.map(|(name, _)| name.to_string()),
+            allowed,
+        };
+        if let Some(image) = &pod.image
+            && !allow.images.iter().any(|p| image_matches(p, image))
+        {
+            return Some(refuse(
+                "runtime.pod.image".into(),
+                image.clone(),
+                allow.images.clone(),
+            ));
+        }
+        if let Some(sa) = &pod.service_account_name
+            && sa != "default"
+            && !any_or(&allow.service_accounts, sa)
+        {
+            return Some(refuse(
+                "runtime.pod.serviceAccountName".into(),
+                sa.clone(),
+                allow.service_accounts.iter().cloned().collect(),
+            ));
+        }
+        if pod.automount_service_account_token == Some(true)
+            && !allow.automount_service_account_token
+        {
+            return Some(refuse(
+                "runtime.pod.automountServiceAccountToken".into(),
+                "true".into(),
+                vec![],
+            ));
+        }
+        for (key, value) in &pod.node_selector {
+            let values = allow.node_selector.get(key);
+            if !values.is_some_and(|vs| any_or(vs, value)) {
+                return Some(refuse(
+                    format!("runtime.pod.nodeSelector.{key}"),
+                    value.clone(),
+                    values
+                        .map(|vs| vs.iter().cloned().collect())
+                        .unwrap_or_default(),
+                ));
+            }
+        }
+        for (i, toleration) in pod.tolerations.iter().enumerate() {
+            // No key (or an empty one) with `Exists` tolerates every taint.
+            let key = toleration
+                .get("key")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            if !allow.tolerations.contains(key) {
+                return Some(refuse(
+                    format!("runtime.pod.tolerations[{i}].key"),
+                    key.to_string(),
+                    allow.tolerations.iter().cloned().collect(),
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// `set` holds `value` or `*`.
+fn any_or(set: &BTreeSet<String>, value: &str) -> bool {
+    set.contains(value) || set.contains("*")
+}
+
+/// Whether the image reference `image` is allowed by the prefix `prefix` (see
+/// [`PodAllowance::images`]).
+pub fn image_matches(prefix: &str, image: &str) -> bool {
+    if prefix == "*" {
+        return true;
+    }
+    let Some(rest) = image.strip_prefix(prefix) else {
+        return false;
+    };
+    prefix.ends_with(['/', ':', '@'])
+        || rest.is_empty()
+        || rest.starts_with(['/', '@'])
+        // A tag (no `/` can follow), not a registry port (`host:5000/...`).
+        || (rest.starts_with(':') && !rest.contains('/'))
+}
+
+/// A field of a pod Tool that its namespace may not use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRefusal {
+    /// The spec field, e.g. `runtime.pod.image` or `runtime.pod.nodeSelector.pool`.
+    pub field: String,
+    /// The value asked for.
+    pub value: String,
+    /// The pod policy entry that applied (the namespace or `*`); `None`: no entry, only
+    /// the defaults.
+    pub entry: Option<String>,
+    /// What that entry allows for this field.
+    pub allowed: Vec<String>,
+}
+
 /// A group a namespace may not publish under; `group: None` means the Tool declares no
 /// groups (open to everyone) and the namespace is not allowed `public`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +264,7 @@ pub struct GroupRefusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
@@ -134,5 +308,224 @@ mod tests {
         assert!(p.may_run_locally("mcc-system") && !p.may_run_locally("team-a"));
         p.watched = Some(["mcc-system".to_string()].into());
         assert!(p.watches("mcc-system") && !p.watches("team-a"));
+    }
+
+    fn pod(v: serde_json::Value) -> PodSpec {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn field(p: &Policy, ns: &str, spec: serde_json::Value) -> Option<String> {
+        p.refused_pod_spec(ns, &pod(spec)).map(|r| r.field)
+    }
+
+    fn pod_policy() -> Policy {
+        let mut p = Policy::single_tenant(["mcc-system"]);
+        p.pod_namespaces = PodScope::Only(["team-a".into(), "team-b".into()].into());
+        p.pod_policy = BTreeMap::from([
+            (
+                "*".to_string(),
+                PodAllowance {
+                    images: vec!["registry.example.com/shared/".into()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "team-a".to_string(),
+                PodAllowance {
+                    images: vec!["registry.example.com/team-a".into()],
+                    service_accounts: ["runner".into()].into(),
+                    node_selector: BTreeMap::from([
+                        ("pool".into(), ["tools".into()].into()),
+                        ("zone".into(), ["*".into()].into()),
+                    ]),
+                    tolerations: ["dedicated".into()].into(),
+                    automount_service_account_token: true,
+                },
+            ),
+        ]);
+        p
+    }
+
+    #[test]
+    fn the_pod_scope_is_off_all_or_listed() {
+        let mut p = Policy::single_tenant(["mcc-system"]);
+        assert!(!p.may_run_pods("mcc-system"), "off by default");
+        p.pod_namespaces = PodScope::All;
+        assert!(p.may_run_pods("anything"));
+        p.pod_namespaces = PodScope::Only(["team-a".into()].into());
+        assert!(p.may_run_pods("team-a") && !p.may_run_pods("team-b"));
+    }
+
+    #[test]
+    fn the_defaults_are_always_allowed() {
+        let p = Policy::single_tenant(["mcc-system"]); // no pod policy at all
+        for spec in [
+            json!({}),
+            json!({"serviceAccountName": "default"}),
+            json!({"automountServiceAccountToken": false}),
+            json!({"resources": {"limits": {"memory": "1Gi"}}}),
+        ] {
+            assert_eq!(field(&p, "team-a", spec.clone()), None, "{spec}");
+        }
+        for (spec, want) in [
+            (json!({"image": "busybox"}), "runtime.pod.image"),
+            (
+                json!({"serviceAccountName": "admin"}),
+                "runtime.pod.serviceAccountName",
+            ),
+            (
+                json!({"automountServiceAccountToken": true}),
+                "runtime.pod.automountServiceAccountToken",
+            ),
+            (
+                json!({"nodeSelector": {"pool": "gpu"}}),
+                "runtime.pod.nodeSelector.pool",
+            ),
+            (
+                json!({"tolerations": [{"operator": "Exists"}]}),
+                "runtime.pod.tolerations[0].key",
+            ),
+        ] {
+            let r = p.refused_pod_spec("team-a", &pod(spec)).unwrap();
+            assert_eq!((r.field.as_str(), r.entry.as_deref()), (want, None));
+        }
+    }
+
+    #[test]
+    fn a_namespace_entry_replaces_the_star_entry() {
+        let p = pod_policy();
+        let shared = json!({"image": "registry.example.com/shared/tool:1"});
+        assert_eq!(field(&p, "team-b", shared.clone()), None, "from *");
+        let r = p.refused_pod_spec("team-a", &pod(shared)).unwrap();
+        assert_eq!(
+            (r.field.as_str(), r.entry.as_deref(), r.allowed),
+            (
+                "runtime.pod.image",
+                Some("team-a"),
+                vec!["registry.example.com/team-a".to_string()]
+            ),
+            "team-a's own entry applies, not *'s"
+        );
+        assert_eq!(
+            p.pod_allowance("team-b").map(|(e, _)| e),
+            Some("*"),
+            "no entry of its own"
+        );
+    }
+
+    #[test]
+    fn image_prefixes_match_at_a_boundary() {
+        for (prefix, image, ok) in [
+            (
+                "registry.example.com/team-a/",
+                "registry.example.com/team-a/x:1",
+                true,
+            ),
+            (
+                "registry.example.com/team-a",
+                "registry.example.com/team-a/x:1",
+                true,
+            ),
+            (
+                "registry.example.com/team-a",
+                "registry.example.com/team-a",
+                true,
+            ),
+            (
+                "registry.example.com/team-a",
+                "registry.example.com/team-a:2",
+                true,
+            ),
+            (
+                "registry.example.com/team-a",
+                "registry.example.com/team-a@sha256:ab",
+                true,
+            ),
+            (
+                "registry.example.com/team-a",
+                "registry.example.com/team-ab/x",
+                false,
+            ),
+            (
+                "registry.example.com",
+                "registry.example.com:5000/evil/x",
+                false,
+            ),
+            (
+                "registry.example.com",
+                "registry.example.com.evil.io/x",
+                false,
+            ),
+            (
+                "registry.example.com/tool:",
+                "registry.example.com/tool:3",
+                true,
+            ),
+            (
+                "registry.example.com/team-a/",
+                "docker.io/registry.example.com/team-a/x",
+                false,
+            ),
+            ("*", "anything/at:all", true),
+        ] {
+            assert_eq!(image_matches(prefix, image), ok, "{prefix} vs {image}");
+        }
+    }
+
+    #[test]
+    fn each_pod_field_is_checked_against_the_entry() {
+        let p = pod_policy();
+        let allowed = json!({
+            "image": "registry.example.com/team-a/tool:1",
+            "serviceAccountName": "runner",
+            "automountServiceAccountToken": true,
+            "nodeSelector": {"pool": "tools", "zone": "eu-1"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+        });
+        assert_eq!(field(&p, "team-a", allowed.clone()), None);
+        let with = |k: &str, v: serde_json::Value| {
+            let mut s = allowed.clone();
+            s[k] = v;
+            field(&p, "team-a", s)
+        };
+        assert_eq!(
+            with("image", json!("registry.example.com/team-ab/tool:1")).as_deref(),
+            Some("runtime.pod.image")
+        );
+        assert_eq!(
+            with("serviceAccountName", json!("admin")).as_deref(),
+            Some("runtime.pod.serviceAccountName")
+        );
+        assert_eq!(
+            with("nodeSelector", json!({"pool": "gpu"})).as_deref(),
+            Some("runtime.pod.nodeSelector.pool")
+        );
+        assert_eq!(
+            with("nodeSelector", json!({"kubernetes.io/hostname": "n1"})).as_deref(),
+            Some("runtime.pod.nodeSelector.kubernetes.io/hostname")
+        );
+        assert_eq!(
+            with(
+                "tolerations",
+                json!([{"key": "dedicated"}, {"key": "node-role.kubernetes.io/control-plane"}])
+            )
+            .as_deref(),
+            Some("runtime.pod.tolerations[1].key")
+        );
+        let r = p
+            .refused_pod_spec(
+                "team-a",
+                &pod(json!({"tolerations": [{"operator": "Exists"}]})),
+            )
+            .unwrap();
+        assert_eq!(
+            r.value, "",
+            "no key: tolerates everything, refused unless \"\" is listed"
+        );
+        // Outside team-a (entry *), the token is not allowed.
+        assert_eq!(
+            field(&p, "team-b", json!({"automountServiceAccountToken": true})).as_deref(),
+            Some("runtime.pod.automountServiceAccountToken")
+        );
     }
 }

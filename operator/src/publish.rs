@@ -401,6 +401,56 @@ mod tests {
         assert!(grants_rx.try_recv().is_ok());
     }
 
+    /// The ConfigMap a gateway reads: an allowed pod Tool with its Pod, a pod fn tool
+    /// declared (no introspection); refused pod Tools absent and counted by reason.
+    #[tokio::test]
+    async fn pod_tools_are_published_with_their_pod_and_refusals_counted() {
+        use crate::fixtures::{ToolBuilder, context_with, pod_test_policy};
+        use mcc_catalog::document::Runtime;
+        let (client, mut api) = ApiServerVerifier::new();
+        let mut fn_tool = TestTool::exec("f", "ns", "x")
+            .with_fn("tools.report:run")
+            .pod(|p| p.image = Some("example/report:1".into()));
+        (fn_tool.spec.params, fn_tool.spec.return_type) = (Some(vec![]), Some("str".into()));
+        let tools = vec![
+            TestTool::exec("ok", "ns", "ok").in_pod(),
+            fn_tool,
+            TestTool::exec("out", "team-b", "out").in_pod(),
+            TestTool::exec("img", "ns", "img").pod(|p| p.image = Some("evil/x".into())),
+        ];
+        let ctx = context_with(client.clone(), &tools, &[], pod_test_policy());
+        let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+        let (mut tx, _tools_rx, _grants_rx) = ReconcileAll::channels();
+        let (result, seen) = tokio::join!(
+            cycle(&ctx, &mut publisher, &mut tx),
+            api.expect_echo("PATCH", CM)
+        );
+        result.unwrap();
+        let doc = stored_document(&seen.body);
+        let served: Vec<(&str, Option<&str>, bool)> = doc
+            .tools
+            .iter()
+            .map(|t| match &t.runtime {
+                Runtime::Pod(p) => (t.tool.key.as_str(), p.image.as_deref(), t.introspect),
+                Runtime::Local => panic!("{} runs locally", t.tool.key),
+            })
+            .collect();
+        assert_eq!(
+            served,
+            [
+                ("ok", Some("example/tool:1"), false),
+                ("run", Some("example/report:1"), false)
+            ]
+        );
+        let text = ctx.metrics.render();
+        for line in [
+            "mcc_operator_objects_not_ready{kind=\"tool\",reason=\"PodRuntimeNotAllowed\"} 1",
+            "mcc_operator_objects_not_ready{kind=\"tool\",reason=\"PodSpecNotAllowed\"} 1",
+        ] {
+            assert!(text.contains(line), "{text}");
+        }
+    }
+
     #[tokio::test]
     async fn a_restart_does_not_rewrite_the_same_catalog() {
         let (client, mut api) = ApiServerVerifier::new();

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::assemble::Verdict;
+use crate::policy::PodRefusal;
 use crate::{Error, Result};
 
 /// The field manager of every write the operator makes.
@@ -19,6 +20,13 @@ pub const API_KEY_NOT_ISSUED: &str = "ApiKeyNotIssued";
 
 /// The reason of every Tool's `Ready=False` while the catalog cannot be published.
 pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
+
+/// The reason of a pod Tool's `Ready=False` outside the pod runtime's namespaces.
+pub const POD_RUNTIME_NOT_ALLOWED: &str = "PodRuntimeNotAllowed";
+
+/// The reason of a pod Tool's `Ready=False` when it asks for a Pod setting its namespace
+/// is not allowed.
+pub const POD_SPEC_NOT_ALLOWED: &str = "PodSpecNotAllowed";
 
 /// The `Ready` condition's reason and message for a verdict.
 pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
@@ -73,9 +81,23 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
             false,
             "LocalRuntimeNotAllowed",
             format!(
-                "namespace {namespace} may not run Tools in the gateway's shared local runtime (operator setting MCC_LOCAL_RUNTIME_NAMESPACES); use runtime: pod once it is available (the pod runtime is not available in this release yet), or ask the platform team"
+                "namespace {namespace} may not run Tools in the gateway's shared local runtime (operator setting MCC_LOCAL_RUNTIME_NAMESPACES); use runtime: pod (a Pod per execution; where the platform team allows it: MCC_POD_NAMESPACES), or ask the platform team"
             ),
         ),
+        Verdict::PodRuntimeNotAllowed { namespace, off } => (
+            false,
+            POD_RUNTIME_NOT_ALLOWED,
+            if *off {
+                "the pod runtime is off in this deployment (operator setting MCC_POD_NAMESPACES is empty; chart value podRuntime.enabled): the gateway creates no Pods; use runtime: local where allowed, or ask the platform team".to_string()
+            } else {
+                format!(
+                    "the gateway may not create Pods in namespace {namespace} (operator setting MCC_POD_NAMESPACES, the gateway's RBAC scope for Pods: chart value gateway.rbac.referencedObjects); ask the platform team to add the namespace"
+                )
+            },
+        ),
+        Verdict::PodSpecNotAllowed { namespace, refusal } => {
+            (false, POD_SPEC_NOT_ALLOWED, pod_refusal(namespace, refusal))
+        }
         Verdict::UntrustedNamespace { namespace } => (
             false,
             "UntrustedNamespace",
@@ -91,6 +113,38 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
             ),
         ),
     }
+}
+
+/// What a `PodSpecNotAllowed` says: the field, the value, what is allowed instead, and
+/// the setting that would allow it.
+fn pod_refusal(namespace: &str, r: &PodRefusal) -> String {
+    let value = match (r.field.as_str(), r.value.as_str()) {
+        (f, "") if f.ends_with(".key") => "'' (no key: tolerates every taint)".to_string(),
+        (_, v) => format!("'{v}'"),
+    };
+    let default = match r.field.as_str() {
+        "runtime.pod.image" => "leave the field out for the default runtime image",
+        "runtime.pod.serviceAccountName" => "leave the field out for the default ServiceAccount",
+        "runtime.pod.automountServiceAccountToken" => "leave the field out or set false",
+        f if f.starts_with("runtime.pod.nodeSelector") => "leave the key out",
+        _ => "leave the toleration out",
+    };
+    let allowed = match &r.entry {
+        None => format!(
+            "MCC_POD_POLICY has no entry for {namespace} or '*', so only the defaults are allowed"
+        ),
+        Some(entry) if r.allowed.is_empty() => {
+            format!("its MCC_POD_POLICY entry '{entry}' allows nothing here beyond the default")
+        }
+        Some(entry) => format!(
+            "its MCC_POD_POLICY entry '{entry}' allows here: {}",
+            r.allowed.join(", ")
+        ),
+    };
+    format!(
+        "spec.{} {value} is not allowed for pod Tools of namespace {namespace}: {allowed}; {default}, or ask the platform team to allow it (operator setting MCC_POD_POLICY, chart value podRuntime.policy)",
+        r.field
+    )
 }
 
 /// The `Ready` condition, keeping `lastTransitionTime` when the status did not change.

@@ -106,4 +106,27 @@ fn a_bad_tenancy_setting_stops_startup_naming_the_flag() {
         stderr.contains("--watch-namespace-selector (MCC_WATCH_NAMESPACE_SELECTOR)"),
         "{stderr}"
     );
+    // The pod runtime's settings, as the chart passes them (env).
+    for (env, value, want) in [
+        (
+            "MCC_POD_POLICY",
+            r#"{"team-a": {"image": ["x/"]}}"#,
+            "--pod-policy (MCC_POD_POLICY): team-a: unknown field `image`",
+        ),
+        (
+            "MCC_POD_NAMESPACES",
+            "team-a,*",
+            "--pod-namespaces (MCC_POD_NAMESPACES): '*' (every namespace) stands alone",
+        ),
+    ] {
+        let out = operator()
+            .arg("run")
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env(env, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{stderr}");
+    }
 }

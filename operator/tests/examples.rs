@@ -102,7 +102,7 @@ fn every_example_is_admitted_and_ready() {
     );
     assert!(
         assembly.document.tools.iter().all(|t| t.runtime.is_local()),
-        "the pod runtime is not available yet: every example runs locally"
+        "every example runs in the local runtime (the default)"
     );
     let doc = serde_json::to_string(&assembly.document).unwrap();
     assert!(!doc.contains("change-me"), "no secret value in the catalog");

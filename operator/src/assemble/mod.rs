@@ -4,7 +4,8 @@
 //! document) agree by construction. Every inclusion or exclusion is decided here, once:
 //!
 //! - [`tools`]: a Tool is served when it is valid, its namespace may publish under its
-//!   groups and may use its runtime, and its namespace owns its key (see there for what
+//!   groups and may use its runtime (the local runtime; or the pod runtime, with only
+//!   the pod settings allowed there), and its namespace owns its key (see there for what
 //!   "owns" means);
 //! - [`grants`]: a UserGrant counts only in a trusted namespace; an API key whose prefix an
 //!   older grant's key already has is left out.
@@ -19,11 +20,13 @@ use mcc_catalog::crd::{Tool, UserGrant};
 use mcc_catalog::document::CatalogDocument;
 
 use crate::convert::Invalid;
-use crate::policy::Policy;
+use crate::policy::{PodRefusal, Policy};
 
 pub mod grants;
 pub mod tools;
 
+#[cfg(test)]
+mod pod_tests;
 #[cfg(test)]
 mod tests;
 
@@ -52,6 +55,15 @@ pub enum Verdict {
     },
     /// Excluded: a `runtime: local` Tool of a namespace not allowed the shared executor.
     LocalRuntimeNotAllowed { namespace: String },
+    /// Excluded: a `runtime: pod` Tool of a namespace where the gateway may not create
+    /// Pods (`off`: the pod runtime is off everywhere).
+    PodRuntimeNotAllowed { namespace: String, off: bool },
+    /// Excluded: a `runtime: pod` Tool asks for something its namespace is not allowed
+    /// (an image, ServiceAccount, token, node selector or toleration).
+    PodSpecNotAllowed {
+        namespace: String,
+        refusal: Box<PodRefusal>,
+    },
     /// A UserGrant outside the trusted namespaces: contributes nothing.
     UntrustedNamespace { namespace: String },
     /// A UserGrant served without its API key: the older grant `holder` has a key with

@@ -164,7 +164,8 @@ fn groups_are_limited_per_namespace() {
 
 #[test]
 fn only_allowed_namespaces_run_tools_locally() {
-    let policy = test_policy(); // local runtime: ns, other
+    // Local runtime: ns, other; pods in ns and team-a.
+    let policy = crate::fixtures::pod_test_policy();
     let local = TestTool::exec("local", "team-a", "local");
     let pod = TestTool::exec("pod", "team-a", "pod").in_pod();
     let trusted = TestTool::exec("t", "ns", "t");
@@ -187,7 +188,10 @@ fn only_allowed_namespaces_run_tools_locally() {
     let (_, reason, message) = crate::status::ready_reason(&v.verdict);
     assert_eq!(reason, "LocalRuntimeNotAllowed");
     assert!(
-        message.contains("runtime: pod") && message.contains("not available in this release"),
+        message.contains("MCC_LOCAL_RUNTIME_NAMESPACES")
+            && message.contains("use runtime: pod")
+            && message.contains("MCC_POD_NAMESPACES")
+            && !message.contains("not available"),
         "{message}"
     );
 }

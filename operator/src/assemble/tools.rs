@@ -2,9 +2,12 @@
 //! [`super::assemble`]).
 //!
 //! A Tool is *eligible* when it is valid (`InvalidSpec` otherwise), its namespace may
-//! publish under each of its groups (`GroupNotAllowed`), and, for `runtime: local`, its
-//! namespace may use the gateway's shared local runtime (`LocalRuntimeNotAllowed`).
-//! Eligible Tools then compete for their key:
+//! publish under each of its groups (`GroupNotAllowed`), and its namespace may use its
+//! runtime: for `runtime: local`, the gateway's shared local runtime
+//! (`LocalRuntimeNotAllowed`); for `runtime: pod`, the gateway may create Pods there
+//! (`PodRuntimeNotAllowed`) and the Pod asks only for what the platform team allowed the
+//! namespace ([`Policy::refused_pod_spec`]; `PodSpecNotAllowed`). Eligible Tools then
+//! compete for their key:
 //!
 //! - **The namespace that owns a key** is the namespace whose Tool serves it now (its
 //!   status says `Ready` with this key). A Tool of another namespace cannot take a served
@@ -24,11 +27,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mcc_catalog::crd::Tool;
-use mcc_catalog::document::CatalogTool;
+use mcc_catalog::document::{CatalogTool, Runtime};
 
 use super::{Assembly, ToolVerdict, Verdict, watched};
 use crate::convert::catalog_tool;
-use crate::policy::Policy;
+use crate::policy::{PodScope, Policy};
 use crate::status::CATALOG_NOT_PUBLISHED;
 
 /// `exec`, `curl` or `fn`.
@@ -118,12 +121,26 @@ fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogToo
             group: refusal.group,
         }));
     }
-    if tool.runtime.is_local() && !policy.may_run_locally(namespace) {
-        return Err(refuse(Verdict::LocalRuntimeNotAllowed {
-            namespace: namespace.to_string(),
-        }));
+    let namespace = namespace.to_string();
+    match &tool.runtime {
+        Runtime::Local if !policy.may_run_locally(&namespace) => {
+            Err(refuse(Verdict::LocalRuntimeNotAllowed { namespace }))
+        }
+        Runtime::Local => Ok(tool),
+        Runtime::Pod(_) if !policy.may_run_pods(&namespace) => {
+            Err(refuse(Verdict::PodRuntimeNotAllowed {
+                off: policy.pod_namespaces == PodScope::Off,
+                namespace,
+            }))
+        }
+        Runtime::Pod(pod) => match policy.refused_pod_spec(&namespace, pod) {
+            Some(refusal) => Err(refuse(Verdict::PodSpecNotAllowed {
+                namespace,
+                refusal: Box::new(refusal),
+            })),
+            None => Ok(tool),
+        },
     }
-    Ok(tool)
 }
 
 /// Whether the Tool's status says it serves `key` now. A catalog that could not be

@@ -20,6 +20,8 @@ pub mod grant;
 pub mod tool;
 
 #[cfg(test)]
+mod pod_tests;
+#[cfg(test)]
 mod tests;
 
 /// Shared handles of both reconcilers and the publisher.

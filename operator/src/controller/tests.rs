@@ -16,11 +16,11 @@ use crate::fixtures::{
 };
 use crate::policy::{Groups, Policy};
 
-const TOOL_STATUS: &str = "/apis/mcc.dev/v1alpha1/namespaces/ns/tools/t/status";
+pub(super) const TOOL_STATUS: &str = "/apis/mcc.dev/v1alpha1/namespaces/ns/tools/t/status";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 
 /// The object as the API server returns it after a status apply.
-fn with_status<K: serde::Serialize>(obj: &K) -> impl FnOnce(&Seen) -> (u16, Value) {
+pub(super) fn with_status<K: serde::Serialize>(obj: &K) -> impl FnOnce(&Seen) -> (u16, Value) {
     let mut value = serde_json::to_value(obj).unwrap();
     move |seen| {
         value["status"] = seen.body["status"].clone();
@@ -28,7 +28,7 @@ fn with_status<K: serde::Serialize>(obj: &K) -> impl FnOnce(&Seen) -> (u16, Valu
     }
 }
 
-fn ready(body: &Value) -> (&str, &str, &str) {
+pub(super) fn ready(body: &Value) -> (&str, &str, &str) {
     let c = &body["status"]["conditions"][0];
     assert_eq!(c["type"], "Ready");
     (
@@ -38,10 +38,20 @@ fn ready(body: &Value) -> (&str, &str, &str) {
     )
 }
 
-/// Runs a reconcile while the verifier answers; returns the updated object it wrote.
+/// Runs a reconcile while the verifier answers.
 async fn reconcile_tool(obj: Tool, all: &[Tool], script: impl AsyncFnOnce(ApiServerVerifier)) {
+    reconcile_tool_under(test_policy(), obj, all, script).await
+}
+
+/// [`reconcile_tool`] under `policy`.
+pub(super) async fn reconcile_tool_under(
+    policy: Policy,
+    obj: Tool,
+    all: &[Tool],
+    script: impl AsyncFnOnce(ApiServerVerifier),
+) {
     let (client, verifier) = ApiServerVerifier::new();
-    let ctx = context(client, all, &[]);
+    let ctx = context_with(client, all, &[], policy);
     let (result, ()) = tokio::join!(tool::reconcile(Arc::new(obj), ctx), script(verifier));
     result.unwrap();
 }
@@ -149,7 +159,12 @@ async fn a_key_owned_by_another_namespace_is_refused_naming_the_owner() {
 
 /// A refused Tool: its status says why, with one Event, and a second reconcile of the
 /// object as written changes nothing and sends nothing.
-async fn refused_once(t: Tool, policy: Policy, want_reason: &str, want_in_message: &str) {
+pub(super) async fn refused_once(
+    t: Tool,
+    policy: Policy,
+    want_reason: &str,
+    want_in_message: &str,
+) {
     let (client, mut api) = ApiServerVerifier::new();
     let ctx = context_with(client, std::slice::from_ref(&t), &[], policy.clone());
     let t2 = t.clone();
@@ -197,7 +212,13 @@ async fn a_local_tool_of_a_namespace_not_allowed_the_local_runtime_is_refused() 
     let mut policy = test_policy();
     policy.local_runtime.remove("ns");
     let t = TestTool::exec("t", "ns", "greet");
-    refused_once(t, policy, "LocalRuntimeNotAllowed", "runtime: pod").await;
+    refused_once(
+        t,
+        policy,
+        "LocalRuntimeNotAllowed",
+        "MCC_LOCAL_RUNTIME_NAMESPACES); use runtime: pod",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -10,6 +10,8 @@
 //! | `--watch-namespace-selector` | `MCC_WATCH_NAMESPACE_SELECTOR` | label selector of namespaces |
 //! | `--local-runtime-namespaces` | `MCC_LOCAL_RUNTIME_NAMESPACES` | comma list; default: the trusted namespaces |
 //! | `--namespace-groups` | `MCC_NAMESPACE_GROUPS` | `ns-a=g1,g2;ns-b=*`; unset: any namespace, any group |
+//! | `--pod-namespaces` | `MCC_POD_NAMESPACES` | `*`, or a comma list: where the gateway may create Pods; unset: the pod runtime is off |
+//! | `--pod-policy` | `MCC_POD_POLICY` | JSON: namespace (or `*`) → what its pod Tools may ask for ([`pods`]) |
 //!
 //! An empty value counts as unset.
 
@@ -17,7 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::core::{Expression, Selector};
 
-use crate::policy::{Groups, Policy};
+use crate::policy::{Groups, PodAllowance, PodScope, Policy};
+
+mod pods;
 
 /// The tenancy flags of `mcc-operator run` (flattened into its arguments).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -39,6 +43,18 @@ pub struct TenancyArgs {
     /// (default: any namespace, any group).
     #[arg(long, env = "MCC_NAMESPACE_GROUPS")]
     pub namespace_groups: Option<String>,
+    /// The namespaces where the gateway may create Pods for `runtime: pod` Tools (its RBAC
+    /// scope): `*` for every namespace, or a comma list (default: none, the pod runtime
+    /// is off).
+    #[arg(long, env = "MCC_POD_NAMESPACES")]
+    pub pod_namespaces: Option<String>,
+    /// What pod Tools may ask for beyond the defaults, per namespace, as JSON:
+    /// `{"team-a": {"images": ["registry.example.com/team-a/"], "serviceAccounts":
+    /// ["runner"], "nodeSelector": {"pool": ["tools"]}, "tolerations": ["dedicated"],
+    /// "automountServiceAccountToken": false}}`; `"*"`: every namespace without its own
+    /// entry.
+    #[arg(long, env = "MCC_POD_POLICY")]
+    pub pod_policy: Option<String>,
 }
 
 /// A setting that cannot be used, naming its flag and variable.
@@ -81,6 +97,8 @@ pub struct Tenancy {
     pub watch: WatchScope,
     pub local_runtime: Option<BTreeSet<String>>,
     pub groups: Option<BTreeMap<String, Groups>>,
+    pub pod_namespaces: PodScope,
+    pub pod_policy: BTreeMap<String, PodAllowance>,
 }
 
 impl TenancyArgs {
@@ -109,6 +127,8 @@ impl TenancyArgs {
             groups: given(&self.namespace_groups)
                 .map(parse_namespace_groups)
                 .transpose()?,
+            pod_namespaces: pods::pod_scope(&self.pod_namespaces)?,
+            pod_policy: pods::pod_policy(&self.pod_policy)?,
         })
     }
 }
@@ -145,6 +165,8 @@ impl Tenancy {
                 .unwrap_or_else(|| trusted.clone()),
             trusted,
             groups: self.groups.clone(),
+            pod_namespaces: self.pod_namespaces.clone(),
+            pod_policy: self.pod_policy.clone(),
         })
     }
 
