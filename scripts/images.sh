@@ -14,6 +14,10 @@
 #  3. each binary from $CARGO_TARGET_DIR/$MCC_PROFILE (default ~/.cache/mcc-target/debug)
 #     stripped into a staging directory, which is the build context of the Dockerfile's
 #     `local` target (the same `runtime` stage as the CI image, minus the Rust build);
+#     except mcc-executor, which this script builds itself as CI's Dockerfile does:
+#     release, statically linked (RUSTFLAGS=-C target-feature=+crt-static, --target
+#     <arch>-unknown-linux-gnu, so under $CARGO_TARGET_DIR/<triple>/release, apart from
+#     the host builds), because the pod runtime copies it into Pods of any tool image;
 #  4. buildah bud with layer caching (an unchanged binary is a cache hit), then a check
 #     that the image starts read-only as uid 65532.
 # Container tools run with --runtime runc and CONTAINERS_CONF holding default_ulimits = []
@@ -24,6 +28,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${MCC_IMAGES_CACHE:-$HOME/.cache/mcc-images}
 target_dir=${CARGO_TARGET_DIR:-$HOME/.cache/mcc-target}
+static_target=$(uname -m)-unknown-linux-gnu
 profile=${MCC_PROFILE:-debug}
 tag=${MCC_IMAGE_TAG:-dev}
 model=${MCC_IMAGE_MODEL:-none}
@@ -94,11 +99,28 @@ dockerfile_of() {
     case $1 in redis) echo "$repo/images/redis/Dockerfile";; *) echo "$repo/$1/Dockerfile";; esac
 }
 
+# The runner the pod runtime copies into tool images: no libc, no loader of the image.
+static_executor() {
+    local out=$target_dir/$static_target/release/mcc-executor
+    log "building the static mcc-executor ($static_target, release)"
+    (cd "$repo" && CARGO_TARGET_DIR=$target_dir RUSTFLAGS="-C target-feature=+crt-static" \
+        cargo build --quiet --release --locked --target "$static_target" -p mcc-executor --bin mcc-executor) \
+        || die "the static mcc-executor build failed"
+    if readelf -l "$out" | grep -q INTERP || readelf -d "$out" | grep -q NEEDED; then
+        die "$out is dynamically linked"
+    fi
+    echo "$out"
+}
+
 stage_context() { # name -> prints the build context directory
     local name=$1 bin src ctx
     if [ "$name" = redis ]; then echo "$repo/images/redis"; return; fi
     bin=$(binary_of "$name")
-    src=$target_dir/$profile/$bin
+    if [ "$name" = executor ]; then
+        src=$(static_executor)
+    else
+        src=$target_dir/$profile/$bin
+    fi
     [ -x "$src" ] || die "$src is missing: build it first (CARGO_TARGET_DIR=$target_dir cargo build -p $bin --bin $bin)"
     ctx=$cache/stage/$name
     rm -rf "$ctx"
