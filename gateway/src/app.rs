@@ -16,6 +16,7 @@ use crate::config::{CatalogSource, Settings};
 use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
 use crate::exec::introspect::RuntimeInterpreter;
+use crate::exec::pod::PodRunner;
 use crate::exec::{Engine, EngineSettings, Limiter};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
@@ -55,6 +56,8 @@ enum Watch {
     Kubernetes {
         client: ::kube::Client,
         configmap: crate::kube::watch::CatalogConfigMap,
+        /// The pod runtime's sweeper and its interval (`execution.pod.enabled`).
+        sweeper: Option<Box<(crate::kube::pods::Sweeper, Duration)>>,
     },
 }
 
@@ -110,6 +113,7 @@ async fn build_for_kubernetes(
     shutdown: CancellationToken,
 ) -> Result<Gateway, StartError> {
     let client = crate::kube::client().await?;
+    let pods = settings.execution.pod.enabled;
     let configmap = crate::kube::watch::CatalogConfigMap {
         namespace: settings
             .catalog
@@ -131,11 +135,53 @@ async fn build_for_kubernetes(
             client.clone(),
             crate::kube::env::DEFAULT_TTL,
         )),
+        pods: pods.then(|| {
+            Arc::new(crate::kube::pods::PodRuntime::new(
+                client.clone(),
+                pod_settings(settings),
+            )) as Arc<dyn PodRunner>
+        }),
     };
+    let sweeper = pods.then(|| {
+        let pod = &settings.execution.pod;
+        let max_age = settings.execution.max_timeout().unwrap_or_default()
+            + Duration::from_secs(pod.sweep_grace_secs);
+        let sweeper = crate::kube::pods::Sweeper::new(
+            client.clone(),
+            pod.namespaces.clone(),
+            &pod.instance,
+            max_age,
+        );
+        Box::new((sweeper, pod.sweep_interval()))
+    });
     let runtime = settings.execution.build(settings.catalog.source);
     let mut gateway = build_parts(settings, catalog, search, shutdown, Some(kube), runtime)?;
-    gateway.watch = Watch::Kubernetes { client, configmap };
+    gateway.watch = Watch::Kubernetes {
+        client,
+        configmap,
+        sweeper,
+    };
     Ok(gateway)
+}
+
+/// The pod runtime's settings (`execution.pod`), this replica named by `POD_NAME` (the
+/// downward API) or its host name.
+#[cfg(feature = "kubernetes")]
+fn pod_settings(settings: &Settings) -> crate::kube::pods::PodSettings {
+    let pod = &settings.execution.pod;
+    crate::kube::pods::PodSettings {
+        default_image: pod.default_image.clone(),
+        runner_image: pod.runner_image.clone(),
+        replica: pod.replica_name(&|name| std::env::var(name).ok()),
+        instance: pod.instance.clone(),
+        passthrough_env: pod
+            .passthrough_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        max_per_tool: pod.max_per_tool,
+        sweep_grace: Duration::from_secs(pod.sweep_grace_secs),
+    }
 }
 
 /// The search service over the current snapshot (model loading and embedding block).
@@ -166,11 +212,13 @@ pub fn build_with_catalog(
     build_parts(settings, catalog, search, shutdown, None, runtime)
 }
 
-/// What Kubernetes mode adds: ServiceAccount token checks and reference resolution.
+/// What Kubernetes mode adds: ServiceAccount token checks, reference resolution and,
+/// when enabled, the pod runtime.
 #[cfg_attr(not(feature = "kubernetes"), allow(dead_code))]
 struct KubeParts {
     reviewer: Arc<dyn TokenReviewer>,
     resolver: Arc<dyn EnvResolver>,
+    pods: Option<Arc<dyn PodRunner>>,
 }
 
 fn build_parts(
@@ -198,7 +246,10 @@ fn build_parts(
         default_timeout: settings.execution.default_timeout(),
         max_timeout: settings.execution.max_timeout(),
     })
-    .with_limiter(Limiter::new(settings.concurrency.limiter()));
+    .with_limiter(
+        Limiter::new(settings.concurrency.limiter())
+            .with_per_pod_tool(settings.execution.pod.max_per_tool),
+    );
     // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
     let engine = match sessions.redis_connection() {
         Some(conn) => {
@@ -207,7 +258,14 @@ fn build_parts(
         None => engine,
     };
     let (engine, reviewer) = match kube {
-        Some(k) => (engine.with_env_resolver(k.resolver), Some(k.reviewer)),
+        Some(k) => {
+            let engine = engine.with_env_resolver(k.resolver);
+            let engine = match k.pods {
+                Some(pods) => engine.with_pod_runner(pods),
+                None => engine,
+            };
+            (engine, Some(k.reviewer))
+        }
         None => (engine, None),
     };
     let auth = Authenticator::with_token_reviewer(&settings.auth, catalog.directory(), reviewer)?;
@@ -286,7 +344,15 @@ impl Gateway {
                 ));
             }
             #[cfg(feature = "kubernetes")]
-            Watch::Kubernetes { client, configmap } => {
+            Watch::Kubernetes {
+                client,
+                configmap,
+                sweeper,
+            } => {
+                if let Some((sweeper, interval)) = sweeper.map(|b| *b) {
+                    tracing::info!(selector = %sweeper.selector(), "pod runtime: sweeping leftover tool Pods");
+                    tokio::spawn(sweeper.run(interval, shutdown.clone()));
+                }
                 tracing::info!(%configmap, "watching the catalog ConfigMap");
                 tokio::spawn(crate::kube::watch::run(
                     self.catalog.clone(),

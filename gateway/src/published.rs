@@ -136,26 +136,44 @@ pub fn tools(
     let mut refs = Vec::with_capacity(entries.len());
     let mut places = Vec::with_capacity(entries.len());
     let mut pending = Vec::new();
-    for (index, entry) in entries.into_iter().enumerate() {
+    let mut not_introspectable = Vec::new();
+    for entry in entries {
+        let place = format!("Tool {}/{}", entry.namespace, entry.resource);
+        let pod = match entry.runtime {
+            Runtime::Local => None,
+            Runtime::Pod(spec) => Some(spec),
+        };
+        // A pod fn tool's module is in its image, not here: it is never imported in the
+        // gateway (the operator publishes it with its declared name, params and type).
+        if entry.introspect && pod.is_some() {
+            not_introspectable.push(ExcludedTool {
+                key: entry.tool.key.clone(),
+                place,
+                reason: "a runtime: pod fn tool is not introspected by the gateway (its \
+                         module is in its image): declare its name, params and return_type"
+                    .into(),
+            });
+            continue;
+        }
         if entry.introspect {
             pending.push(Pending {
-                index,
+                index: tools.len(),
                 name_from_callable: entry.name_from_callable,
             });
         }
-        places.push(format!("Tool {}/{}", entry.namespace, entry.resource));
+        places.push(place);
         refs.push(ToolRefs {
             namespace: entry.namespace,
             resource: entry.resource,
             env_from: entry.env_from,
             env_value_from: entry.env_value_from,
-            pod: !matches!(entry.runtime, Runtime::Local),
+            pod,
         });
         tools.push(entry.tool);
     }
     // The operator already refused keys declared twice; should a document hold one
     // anyway, the first keeps it rather than the whole document being refused.
-    let selection = exclude::introspect(
+    let mut selection = exclude::introspect(
         &mut tools,
         &pending,
         introspector,
@@ -163,6 +181,7 @@ pub fn tools(
         DeclaredDuplicates::KeepFirst,
     )
     .unwrap_or_else(|_| unreachable!("KeepFirst never refuses"));
+    selection.excluded.splice(0..0, not_introspectable);
     selection.log(&format!("catalog ConfigMap {configmap}"));
     let tools = selection.retain(tools);
     let refs: HashMap<String, ToolRefs> = tools
@@ -488,6 +507,44 @@ mod tests {
         let params: Vec<&str> = title.params.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(params, ["s", "sep"], "introspected from the signature");
         assert!(p.catalog.refs("ops.api_status").is_some());
+    }
+
+    /// A pod tool keeps its Pod shape in its refs (even without references); a pod fn
+    /// tool is never imported here: declared, it is served as declared; flagged for
+    /// introspection (an operator that should not publish it so), it is left out.
+    #[test]
+    fn pod_tools_carry_their_pod_and_are_never_introspected_here() {
+        let mut value = sample();
+        let tools = value["tools"].as_array_mut().unwrap();
+        tools[1]["runtime"] = json!({"pod": {"image": "registry.x/hello:1"}});
+        tools.push(
+            json!({"tool": {"key": "math.add", "name": "add", "kind": "fn",
+                                   "path": "nowhere_here:add", "groups": ["math"],
+                                   "return_type": "int",
+                                   "params": [{"name": "a", "type": "int", "required": true}]},
+                          "namespace": "tools", "resource": "add",
+                          "runtime": {"pod": {"image": "registry.x/math:1"}}}),
+        );
+        tools.push(
+            json!({"tool": {"key": "math.sub", "name": "sub", "kind": "fn",
+                                   "path": "nowhere_here:sub", "groups": ["math"]},
+                          "namespace": "tools", "resource": "sub", "introspect": true,
+                          "runtime": {"pod": {}}}),
+        );
+        let p = built(value);
+        let refs = p.catalog.refs("hello").expect("a pod tool has refs");
+        assert_eq!(
+            refs.pod.as_ref().unwrap().image.as_deref(),
+            Some("registry.x/hello:1")
+        );
+        let add = p.catalog.tool("math.add").expect("served as declared");
+        assert_eq!(add.params[0].name, "a");
+        assert!(p.catalog.refs("math.add").unwrap().pod.is_some());
+        assert!(p.catalog.tool("math.sub").is_none());
+        assert_eq!(p.excluded_tools.len(), 1, "{:?}", p.excluded_tools);
+        assert_eq!(p.excluded_tools[0].place, "Tool tools/sub");
+        assert!(p.excluded_tools[0].reason.contains("return_type"));
+        assert!(p.catalog.refs("ops.status").unwrap().pod.is_none());
     }
 
     /// Entries a newer operator might write: a tool with a runtime this gateway does not

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use mcc_catalog::document::{EnvFromRef, EnvValueRef};
+use mcc_catalog::document::{EnvFromRef, EnvValueRef, PodSpec};
 use mcc_catalog::{Tool, User};
 
 /// One consistent view of tools and users. Never mutated; replaced whole.
@@ -28,14 +28,15 @@ pub struct ToolRefs {
     pub resource: String,
     pub env_from: Vec<EnvFromRef>,
     pub env_value_from: Vec<EnvValueRef>,
-    /// `runtime: pod`: the tool runs in an ephemeral Pod, not as a local process.
-    pub pod: bool,
+    /// `runtime: pod`: the tool (and its transform) runs in an ephemeral Pod of this
+    /// shape, not as a local process; its references then go into the Pod spec.
+    pub pod: Option<PodSpec>,
 }
 
 impl ToolRefs {
     /// Nothing to resolve and a local runtime.
     pub fn is_empty(&self) -> bool {
-        self.env_from.is_empty() && self.env_value_from.is_empty() && !self.pod
+        self.env_from.is_empty() && self.env_value_from.is_empty() && self.pod.is_none()
     }
 }
 

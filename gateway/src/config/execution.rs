@@ -1,5 +1,7 @@
-//! The `execution` section: where tool processes run and how long they may take.
+//! The `execution` section: where tool processes run and how long they may take, and
+//! `execution.pod`: the pod runtime of `runtime: pod` Tools (Kubernetes mode).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +35,161 @@ pub struct ExecutionSettings {
     pub default_timeout_secs: Option<f64>,
     /// No tool runs longer than this many seconds, whatever it declares (`null`: no cap).
     pub max_timeout_secs: Option<f64>,
+    /// The pod runtime (`runtime: pod` Tools, each call in its own Pod).
+    pub pod: PodRuntimeSettings,
+}
+
+/// `execution.pod`: each call of a `runtime: pod` Tool in its own Pod, in the Tool's
+/// namespace (see `docs/execution.md`, "Pod runtime").
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PodRuntimeSettings {
+    /// Run pod Tools (Kubernetes mode; the gateway needs the Pod verbs of its RBAC).
+    pub enabled: bool,
+    /// The image of pod Tools that name none (`sh`, `curl`, `python3`).
+    pub default_image: String,
+    /// The image an init container copies the runner (`mcc-executor`) from.
+    pub runner_image: String,
+    /// Executions of one pod Tool at once on this replica; more wait (`concurrency.wait_ms`).
+    pub max_per_tool: usize,
+    /// Where `env_passthrough` of pod Tools reads from (name → value): the values travel in
+    /// the per-call Secret. The gateway's own environment is never passed through.
+    pub passthrough_env: BTreeMap<String, String>,
+    /// Namespaces the sweeper lists Pods in; empty: one cluster-wide list.
+    pub namespaces: Vec<String>,
+    /// How often the sweeper looks for Pods a crashed replica left behind, in seconds.
+    pub sweep_interval_secs: u64,
+    /// A Pod of this install older than `execution.max_timeout_secs` plus this many
+    /// seconds is deleted by the sweeper.
+    pub sweep_grace_secs: u64,
+    /// This install (the Helm release): names its Pods in a label; one install's sweeper
+    /// touches only its own Pods.
+    pub instance: String,
+}
+
+impl Default for PodRuntimeSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            default_image: String::new(),
+            runner_image: String::new(),
+            max_per_tool: 4,
+            passthrough_env: BTreeMap::new(),
+            namespaces: vec![],
+            sweep_interval_secs: 60,
+            sweep_grace_secs: 60,
+            instance: "mcc".into(),
+        }
+    }
+}
+
+impl PodRuntimeSettings {
+    /// How often the sweeper runs.
+    pub fn sweep_interval(&self) -> Duration {
+        Duration::from_secs(self.sweep_interval_secs)
+    }
+
+    /// This replica's name: `POD_NAME` (the downward API), else `HOSTNAME`, else the
+    /// kernel's host name (a Pod's name is its host name).
+    pub fn replica_name(&self, env: &dyn Fn(&str) -> Option<String>) -> String {
+        env("POD_NAME")
+            .or_else(|| env("HOSTNAME"))
+            .filter(|s| !s.trim().is_empty())
+            .or_else(|| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            })
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "mcc-gateway".into())
+    }
+
+    fn validate(
+        &self,
+        source: CatalogSource,
+        max_timeout_secs: Option<f64>,
+    ) -> Result<(), (&'static str, String)> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if source != CatalogSource::Kubernetes {
+            return Err((
+                "execution.pod.enabled",
+                "the pod runtime runs the operator's `runtime: pod` Tools: it needs \
+                 catalog.source: kubernetes"
+                    .into(),
+            ));
+        }
+        for (key, image) in [
+            ("execution.pod.default_image", &self.default_image),
+            ("execution.pod.runner_image", &self.runner_image),
+        ] {
+            if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+                return Err((key, format!("must name an image, got '{image}'")));
+            }
+        }
+        let max = tokio::sync::Semaphore::MAX_PERMITS;
+        if self.max_per_tool == 0 || self.max_per_tool > max {
+            return Err((
+                "execution.pod.max_per_tool",
+                format!("must be between 1 and {max}"),
+            ));
+        }
+        if let Some(bad) = self.passthrough_env.keys().find(|n| !super::is_env_name(n)) {
+            return Err((
+                "execution.pod.passthrough_env",
+                format!("'{bad}' is not an environment variable name"),
+            ));
+        }
+        if let Some(bad) = self.namespaces.iter().find(|n| !is_dns_label(n)) {
+            return Err((
+                "execution.pod.namespaces",
+                format!("'{bad}' is not a namespace name"),
+            ));
+        }
+        if self.sweep_interval_secs == 0 {
+            return Err((
+                "execution.pod.sweep_interval_secs",
+                "must be greater than 0".into(),
+            ));
+        }
+        if !is_label_value(&self.instance) {
+            return Err((
+                "execution.pod.instance",
+                format!(
+                    "'{}' is not a label value (1-63 of a-z, A-Z, 0-9, '-', '_', '.')",
+                    self.instance
+                ),
+            ));
+        }
+        if max_timeout_secs.is_none() {
+            return Err((
+                "execution.max_timeout_secs",
+                "the pod runtime's sweeper needs a maximum timeout to tell a leftover Pod \
+                 from a running one"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_label_value(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 impl Default for ExecutionSettings {
@@ -42,6 +199,7 @@ impl Default for ExecutionSettings {
             executor_socket: mcc_executor::address::DEFAULT.into(),
             default_timeout_secs: Some(300.0),
             max_timeout_secs: Some(3600.0),
+            pod: PodRuntimeSettings::default(),
         }
     }
 }
@@ -106,6 +264,91 @@ impl ExecutionSettings {
         if let Err(e) = self.executor_socket.parse::<Address>() {
             return Err(("execution.executor_socket", e));
         }
-        Ok(())
+        self.pod.validate(source, self.max_timeout_secs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::super::{Settings, load};
+
+    fn load_env(pairs: &[(&str, &str)]) -> Result<Settings, String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        load(None, &move |k| map.get(k).cloned()).map_err(|e| e.to_string())
+    }
+
+    const ON: [(&str, &str); 4] = [
+        ("MCC_CATALOG__SOURCE", "kubernetes"),
+        ("MCC_EXECUTION__POD__ENABLED", "true"),
+        (
+            "MCC_EXECUTION__POD__DEFAULT_IMAGE",
+            "ghcr.io/mcc-k8s/mcc-executor:1",
+        ),
+        (
+            "MCC_EXECUTION__POD__RUNNER_IMAGE",
+            "ghcr.io/mcc-k8s/mcc-executor:1",
+        ),
+    ];
+
+    #[test]
+    fn pod_settings_from_the_environment() {
+        let off = load_env(&[]).unwrap().execution.pod;
+        assert!(!off.enabled);
+        assert_eq!(off.max_per_tool, 4);
+        let mut env = ON.to_vec();
+        env.extend([
+            ("MCC_EXECUTION__POD__MAX_PER_TOOL", "2"),
+            (
+                "MCC_EXECUTION__POD__PASSTHROUGH_ENV",
+                r#"{"LANG": "C.UTF-8"}"#,
+            ),
+            ("MCC_EXECUTION__POD__NAMESPACES", "team-a; team-b"),
+            ("MCC_EXECUTION__POD__SWEEP_GRACE_SECS", "30"),
+            ("MCC_EXECUTION__POD__INSTANCE", "prod"),
+        ]);
+        let pod = load_env(&env).unwrap().execution.pod;
+        assert!(pod.enabled);
+        assert_eq!(pod.max_per_tool, 2);
+        assert_eq!(pod.passthrough_env["LANG"], "C.UTF-8");
+        assert_eq!(pod.namespaces, ["team-a", "team-b"]);
+        assert_eq!((pod.sweep_grace_secs, pod.instance.as_str()), (30, "prod"));
+        let replica = pod.replica_name(&|k| (k == "POD_NAME").then(|| "gw-0".to_string()));
+        assert_eq!(replica, "gw-0");
+    }
+
+    #[test]
+    fn bad_pod_settings_name_the_key() {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut env = ON.to_vec();
+            env.extend_from_slice(extra);
+            load_env(&env).unwrap_err()
+        };
+        let e = with(&[("MCC_EXECUTION__POD__DEFAULT_IMAGE", "")]);
+        assert!(e.contains("execution.pod.default_image"), "{e}");
+        let e = with(&[("MCC_EXECUTION__POD__MAX_PER_TOOL", "0")]);
+        assert!(e.contains("execution.pod.max_per_tool"), "{e}");
+        let e = with(&[("MCC_EXECUTION__POD__PASSTHROUGH_ENV", "LANG=C")]);
+        assert!(
+            e.contains("execution.pod.passthrough_env")
+                && e.contains("MCC_EXECUTION__POD__PASSTHROUGH_ENV"),
+            "{e}"
+        );
+        let e = with(&[("MCC_EXECUTION__POD__NAMESPACES", "Team_A")]);
+        assert!(
+            e.contains("execution.pod.namespaces") && e.contains("Team_A"),
+            "{e}"
+        );
+        let e = with(&[("MCC_EXECUTION__POD__INSTANCE", "a b")]);
+        assert!(e.contains("execution.pod.instance"), "{e}");
+        let e = load_env(&[("MCC_EXECUTION__POD__ENABLED", "true")]).unwrap_err();
+        assert!(
+            e.contains("execution.pod.enabled") && e.contains("catalog.source: kubernetes"),
+            "{e}"
+        );
     }
 }

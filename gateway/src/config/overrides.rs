@@ -14,6 +14,9 @@ enum EnvKind {
     Text,
     /// A decimal number (`0.5`).
     Number,
+    /// A JSON value (a map: `{"LANG": "C.UTF-8"}`); text that is no JSON stays text (the
+    /// settings' type check then names the variable).
+    Json,
 }
 
 /// Environment overrides: variable, key path, kind. Applied in this order.
@@ -242,6 +245,51 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Number,
     ),
     (
+        "MCC_EXECUTION__POD__ENABLED",
+        &["execution", "pod", "enabled"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_EXECUTION__POD__DEFAULT_IMAGE",
+        &["execution", "pod", "default_image"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_EXECUTION__POD__RUNNER_IMAGE",
+        &["execution", "pod", "runner_image"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_EXECUTION__POD__MAX_PER_TOOL",
+        &["execution", "pod", "max_per_tool"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_EXECUTION__POD__PASSTHROUGH_ENV",
+        &["execution", "pod", "passthrough_env"],
+        EnvKind::Json,
+    ),
+    (
+        "MCC_EXECUTION__POD__NAMESPACES",
+        &["execution", "pod", "namespaces"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_EXECUTION__POD__SWEEP_INTERVAL_SECS",
+        &["execution", "pod", "sweep_interval_secs"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_EXECUTION__POD__SWEEP_GRACE_SECS",
+        &["execution", "pod", "sweep_grace_secs"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_EXECUTION__POD__INSTANCE",
+        &["execution", "pod", "instance"],
+        EnvKind::Text,
+    ),
+    (
         "MCC_CONCURRENCY__MAX_EXECUTIONS",
         &["concurrency", "max_executions"],
         EnvKind::Scalar,
@@ -331,6 +379,9 @@ fn env_value(raw: &str, kind: EnvKind) -> Value {
             .parse::<f64>()
             .map(Value::from)
             .unwrap_or_else(|_| Value::from(raw.trim())),
+        EnvKind::Json => {
+            serde_json::from_str(raw.trim()).unwrap_or_else(|_| Value::from(raw.trim()))
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The one limit on concurrent tool executions: globally, per caller and per tool, with a
 //! bounded wait. The engine owns it ([`super::Engine::with_limiter`]); every runtime
-//! (in-process, the executor, the future pod runtime) runs a tool only while holding a
-//! [`Permit`] from it. A call that cannot get one within the wait is refused with a
+//! (in-process, the executor, the pod runtime) runs a tool only while holding a
+//! [`Permit`] from it. A `runtime: pod` tool has its own per-tool limit
+//! ([`Limiter::with_per_pod_tool`], `execution.pod.max_per_tool`) in place of
+//! `concurrency.max_per_tool`: each of its executions is a Pod. A call that cannot get one within the wait is refused with a
 //! [`Busy`] error naming the limit and the setting that raises it.
 //!
 //! It does not count cache hits (they run nothing) and knows nothing of timeouts: those
@@ -45,6 +47,8 @@ pub enum Scope {
     Global,
     Caller,
     Tool,
+    /// One `runtime: pod` tool.
+    PodTool,
 }
 
 impl Scope {
@@ -54,6 +58,7 @@ impl Scope {
             Scope::Global => "concurrency.max_executions",
             Scope::Caller => "concurrency.max_per_caller",
             Scope::Tool => "concurrency.max_per_tool",
+            Scope::PodTool => "execution.pod.max_per_tool",
         }
     }
 
@@ -62,6 +67,7 @@ impl Scope {
             Scope::Global => "executions are running on this gateway",
             Scope::Caller => "executions of this caller are running",
             Scope::Tool => "executions of this tool are running",
+            Scope::PodTool => "Pods of this tool are running",
         }
     }
 }
@@ -125,6 +131,9 @@ pub struct Limiter {
     global: Arc<Semaphore>,
     callers: Pool,
     tools: Pool,
+    /// Executions of one pod tool at once.
+    per_pod_tool: usize,
+    pod_tools: Pool,
 }
 
 impl Limiter {
@@ -134,7 +143,15 @@ impl Limiter {
             settings,
             callers: Pool::default(),
             tools: Pool::default(),
+            per_pod_tool: Semaphore::MAX_PERMITS,
+            pod_tools: Pool::default(),
         }
+    }
+
+    /// The same limiter with at most `n` executions of one `runtime: pod` tool at once.
+    pub fn with_per_pod_tool(mut self, n: usize) -> Self {
+        self.per_pod_tool = n;
+        self
     }
 
     pub fn unbounded() -> Self {
@@ -149,6 +166,11 @@ impl Limiter {
     /// own slot is taken first, so a caller flooding the gateway queues behind itself and
     /// holds no global slot while it waits.
     pub async fn acquire(&self, caller: &str, tool: &str) -> Result<Permit, Busy> {
+        self.acquire_for(caller, tool, false).await
+    }
+
+    /// [`Self::acquire`], for a `runtime: pod` tool when `pod` (its own per-tool limit).
+    pub async fn acquire_for(&self, caller: &str, tool: &str, pod: bool) -> Result<Permit, Busy> {
         let started = Instant::now();
         let deadline = started + self.settings.wait;
         let take = |sem: Arc<Semaphore>, scope: Scope, limit: usize| async move {
@@ -173,7 +195,12 @@ impl Limiter {
             s.per_caller,
         )
         .await?;
-        let tool_permit = take(self.tools.get(tool, s.per_tool), Scope::Tool, s.per_tool).await?;
+        let tool_permit = if pod {
+            let n = self.per_pod_tool;
+            take(self.pod_tools.get(tool, n), Scope::PodTool, n).await?
+        } else {
+            take(self.tools.get(tool, s.per_tool), Scope::Tool, s.per_tool).await?
+        };
         let global_permit = take(self.global.clone(), Scope::Global, s.global).await?;
         Ok(Permit {
             _caller: caller_permit,
@@ -238,6 +265,21 @@ mod tests {
         drop(held);
         assert_eq!(waiter.await.unwrap(), Ok(()));
         assert_eq!(l.running(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_pod_tool_has_its_own_per_tool_limit() {
+        let l = limiter(10, 10, 3, 10).with_per_pod_tool(1);
+        let _a = l.acquire_for("alice", "p", true).await.unwrap();
+        let busy = l.acquire_for("bob", "p", true).await.unwrap_err();
+        assert_eq!(busy.scope, Scope::PodTool);
+        assert!(
+            busy.to_string().contains("execution.pod.max_per_tool = 1"),
+            "{busy}"
+        );
+        // The global and caller limits still count the pod tool's execution.
+        assert_eq!(l.running(), 1);
+        let _b = l.acquire_for("bob", "local", false).await.unwrap();
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! The execution engine: runs exec, fn and curl tools as local processes, through the
 //! deployment's [`Runtime`] (in-process in file mode, the executor container's socket in
-//! Kubernetes mode): one engine, the spawn is the only step that differs.
+//! Kubernetes mode), or each in its own Pod through a [`pod::PodRunner`] for a
+//! `runtime: pod` Tool: one engine, the spawn is the only step that differs.
 //!
 //! [`Engine::execute`] takes a [`Call`]: the tool, its validated params (see
 //! [`mcc_catalog::params::validate`]), the assembled context (see
@@ -166,7 +167,8 @@ pub enum ExecError {
     #[error("tool '{tool}': environment from Kubernetes: {reason}")]
     EnvRefs { tool: String, reason: String },
     #[error(
-        "tool '{tool}': runtime 'pod' is not supported by this gateway yet (use the local runtime)"
+        "tool '{tool}': runtime 'pod' is not enabled on this gateway (set execution.pod.enabled \
+         (MCC_EXECUTION__POD__ENABLED=true); with the Helm chart: podRuntime.enabled=true)"
     )]
     PodRuntime { tool: String },
     /// No execution slot within the wait ([`limiter`]).
@@ -181,6 +183,7 @@ pub struct Engine {
     templates: Arc<minijinja::Environment<'static>>,
     cache: ResultCache,
     resolver: Option<Resolver>,
+    pods: Option<pod::Runner>,
     limiter: Arc<Limiter>,
 }
 
@@ -222,6 +225,7 @@ impl Engine {
             templates: Arc::new(mcc_catalog::template::environment()),
             cache: ResultCache::memory(),
             resolver: None,
+            pods: None,
             limiter: Arc::new(Limiter::unbounded()),
         }
     }
@@ -241,6 +245,13 @@ impl Engine {
     /// `resolver`; without one, a tool with references is refused with a clear error.
     pub fn with_env_resolver(mut self, resolver: Arc<dyn environment::EnvResolver>) -> Self {
         self.resolver = Some(Resolver(resolver));
+        self
+    }
+
+    /// The same engine running `runtime: pod` tools through `runner`; without one, such a
+    /// tool is refused with a clear error ([`ExecError::PodRuntime`]).
+    pub fn with_pod_runner(mut self, runner: Arc<dyn pod::PodRunner>) -> Self {
+        self.pods = Some(pod::Runner(runner));
         self
     }
 
@@ -338,10 +349,16 @@ impl Engine {
     /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
+        let in_pod = pod::spec_of(call).is_some();
+        if in_pod && self.pods.is_none() {
+            return Err(ExecError::PodRuntime {
+                tool: tool.key.clone(),
+            });
+        }
         // Held until the result (and its transform) is complete.
         let _permit = self
             .limiter
-            .acquire(call.caller, &tool.key)
+            .acquire_for(call.caller, &tool.key, in_pod)
             .await
             .map_err(|source| ExecError::Busy {
                 tool: tool.key.clone(),
@@ -358,7 +375,7 @@ impl Engine {
                     .await?
             }
         };
-        let outcome = self.transform(tool, outcome, &prepared).await?;
+        let outcome = self.transform(call, outcome, &prepared).await?;
         Ok(Ran {
             exit_code: result::exit_code(finished.ending),
             bytes_out: finished.stdout.total,
@@ -372,7 +389,8 @@ impl Engine {
     }
 
     /// Fetches the values of the tool's Kubernetes references, per call (the resolver
-    /// caches briefly), so a rotated Secret takes effect without a catalog change.
+    /// caches briefly), so a rotated Secret takes effect without a catalog change. A pod
+    /// tool's references are the Pod spec's: their values never pass through the gateway.
     async fn referenced_env(
         &self,
         call: &Call<'_>,
@@ -380,10 +398,10 @@ impl Engine {
         let Some(refs) = call.refs.filter(|r| !r.is_empty()) else {
             return Ok(Default::default());
         };
-        let tool = call.tool.key.clone();
-        if refs.pod {
-            return Err(ExecError::PodRuntime { tool });
+        if refs.pod.is_some() {
+            return Ok(Default::default());
         }
+        let tool = call.tool.key.clone();
         let Some(resolver) = &self.resolver else {
             return Err(ExecError::EnvRefs {
                 tool,
@@ -434,7 +452,7 @@ impl Engine {
             .stdin
             .then(|| mcc_catalog::pyfmt::json_dumps(&Value::Object(call.params.clone())));
         let request = self.request(SHELL, &shell_args(&line), prepared, stdin);
-        let finished = self.spawn(tool, &request).await?;
+        let finished = self.spawn(call, &request).await?;
         let max = self.settings.max_output_bytes;
         let outcome = result::shell_outcome(&finished, &tool.limits, prepared.timeout, max);
         Ok((finished, outcome, None))
@@ -453,7 +471,7 @@ impl Engine {
         let args = runner_args("exec", [path]);
         let stdin = Value::Object(call.params.clone()).to_string();
         let request = self.request(program, &args, prepared, Some(stdin));
-        let finished = self.spawn(tool, &request).await.map_err(|e| match e {
+        let finished = self.spawn(call, &request).await.map_err(|e| match e {
             ExecError::Runtime {
                 tool,
                 source: RunError::NotFound { program },
@@ -472,17 +490,19 @@ impl Engine {
     /// A successful result goes through the tool's transform, if it has one.
     async fn transform(
         &self,
-        tool: &Tool,
+        call: &Call<'_>,
         outcome: Outcome,
         prepared: &Prepared,
     ) -> Result<Outcome, ExecError> {
+        let tool = call.tool;
         let (Outcome::Success(value), Some(line)) = (&outcome, &prepared.transform_line) else {
             return Ok(outcome);
         };
         let max = self.settings.max_output_bytes;
         let input = transform::input(tool, value);
         let request = self.request(SHELL, &shell_args(line), prepared, Some(input));
-        let done = self.spawn(tool, &request).await?;
+        // A pod tool's transform runs in a Pod of its own too, never in the executor.
+        let done = self.spawn(call, &request).await?;
         Ok(result::shell_outcome(
             &done,
             &tool.limits,
@@ -531,20 +551,22 @@ impl Engine {
         }
     }
 
-    async fn spawn(&self, tool: &Tool, request: &Request) -> Result<Finished, ExecError> {
-        let tool = tool.key.clone();
-        self.settings
-            .runtime
-            .run(request)
-            .await
-            .map_err(|source| match source {
-                RunError::Cwd { path } => ExecError::Cwd { tool, path },
-                RunError::Spawn { program, reason } => ExecError::Spawn {
-                    tool,
-                    program,
-                    reason,
-                },
-                source => ExecError::Runtime { tool, source },
-            })
+    /// Runs `request` where the call's tool runs: its own Pod, or the local runtime.
+    async fn spawn(&self, call: &Call<'_>, request: &Request) -> Result<Finished, ExecError> {
+        let tool = call.tool.key.clone();
+        let ran = match (pod::target(call), &self.pods) {
+            (Some(target), Some(runner)) => runner.0.run(target, request).await,
+            (Some(_), None) => return Err(ExecError::PodRuntime { tool }),
+            (None, _) => self.settings.runtime.run(request).await,
+        };
+        ran.map_err(|source| match source {
+            RunError::Cwd { path } => ExecError::Cwd { tool, path },
+            RunError::Spawn { program, reason } => ExecError::Spawn {
+                tool,
+                program,
+                reason,
+            },
+            source => ExecError::Runtime { tool, source },
+        })
     }
 }

@@ -179,7 +179,7 @@ mod tests {
                 key: "token".into(),
                 optional: false,
             }],
-            pod: false,
+            pod: None,
         }
     }
 

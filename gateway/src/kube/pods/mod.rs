@@ -4,7 +4,15 @@
 //! lifecycle (create, follow, read the result from the log, delete) and the sweeper of
 //! Pods a crashed replica left behind live beside it.
 
+pub mod run;
 pub mod spec;
+pub mod sweep;
+
+#[cfg(test)]
+mod tests;
+
+pub use run::PodRuntime;
+pub use sweep::Sweeper;
 
 use std::time::Duration;
 
