@@ -219,21 +219,28 @@ pub struct LocalRuntime {}
 pub struct PodRuntime {
     /// The container image that holds the tool's command or Python module; left out:
     /// the deployment's default runtime image (`sh`, `curl`, `python3`). The platform
-    /// team allows images per namespace.
+    /// team allows images per namespace (operator setting `MCC_POD_POLICY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub image: Option<String>,
+    /// Requests and limits of the tool's container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
-    /// The Pod's ServiceAccount (in the Tool's namespace); left out: `default`.
+    /// The Pod's ServiceAccount (in the Tool's namespace); left out: `default`. Others
+    /// only where the platform team allows them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 253))]
     pub service_account_name: Option<String>,
-    /// Mount the ServiceAccount's token into the tool's container. Off unless asked.
+    /// Mount the ServiceAccount's token into the tool's container. Off unless asked
+    /// (and allowed by the platform team).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount_service_account_token: Option<bool>,
+    /// Node labels the Pod must be scheduled on; keys and values only as the platform
+    /// team allows them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
+    /// Taints the Pod tolerates; keys only as the platform team allows them (a
+    /// toleration without a key tolerates every taint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
 }
