@@ -65,6 +65,8 @@ mod tests {
             "x-kubernetes-validations",
             "- dict",
             "maxLength: 253",
+            "automountServiceAccountToken:",
+            "tolerationSeconds:",
         ] {
             assert!(tool.contains(needle), "Tool CRD lacks {needle:?}");
         }
@@ -199,6 +201,14 @@ mod cel_tests {
         // envPassthrough/transform shapes are the operator's to check (see `convert`).
         check(json!({"name": "x", "exec": "ls", "envPassthrough": ["A*"], "transform": ["a"]}))
             .unwrap();
+        // A pod runtime with every field optional (no image: the default runtime image).
+        check(json!({"name": "x", "exec": "ls", "runtime": {"pod": {}}})).unwrap();
+        check(json!({"name": "x", "exec": "ls", "runtime": {"pod": {
+            "image": "registry.example.com/x:1", "serviceAccountName": "runner",
+            "automountServiceAccountToken": false, "nodeSelector": {"pool": "tools"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}]
+        }}}))
+        .unwrap();
     }
 
     #[test]

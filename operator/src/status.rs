@@ -21,13 +21,6 @@ pub const API_KEY_NOT_ISSUED: &str = "ApiKeyNotIssued";
 /// The reason of every Tool's `Ready=False` while the catalog cannot be published.
 pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
 
-/// The reason of a pod Tool's `Ready=False` outside the pod runtime's namespaces.
-pub const POD_RUNTIME_NOT_ALLOWED: &str = "PodRuntimeNotAllowed";
-
-/// The reason of a pod Tool's `Ready=False` when it asks for a Pod setting its namespace
-/// is not allowed.
-pub const POD_SPEC_NOT_ALLOWED: &str = "PodSpecNotAllowed";
-
 /// The `Ready` condition's reason and message for a verdict.
 pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
     match verdict {
@@ -86,7 +79,7 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
         ),
         Verdict::PodRuntimeNotAllowed { namespace, off } => (
             false,
-            POD_RUNTIME_NOT_ALLOWED,
+            "PodRuntimeNotAllowed",
             if *off {
                 "the pod runtime is off in this deployment (operator setting MCC_POD_NAMESPACES is empty; chart value podRuntime.enabled): the gateway creates no Pods; use runtime: local where allowed, or ask the platform team".to_string()
             } else {
@@ -96,7 +89,7 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
             },
         ),
         Verdict::PodSpecNotAllowed { namespace, refusal } => {
-            (false, POD_SPEC_NOT_ALLOWED, pod_refusal(namespace, refusal))
+            (false, "PodSpecNotAllowed", pod_refusal(namespace, refusal))
         }
         Verdict::UntrustedNamespace { namespace } => (
             false,
