@@ -10,6 +10,8 @@ pub mod sweep;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_engine;
 
 pub use run::PodRuntime;
 pub use sweep::Sweeper;
