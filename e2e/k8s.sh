@@ -10,6 +10,16 @@
 # that an invalid Tool is rejected at admission, and that a gateway (built and run here,
 # reading the catalog ConfigMap through the same kubeconfig) serves the tools to alice's
 # API key.
+#
+# The pod runtime (e2e/k8s-pod-tools.yaml): an exec and an fn Tool with `runtime: pod` in
+# a namespace enforcing the restricted Pod Security Standard, run through the gateway,
+# each call in its own Pod of the executor image ($MCC_EXECUTOR_IMAGE, default the
+# release image; with kind, `kind load docker-image` a local one first). Checked: the
+# results (params, stdin, context, valueFrom/envFrom references, uid 65533, the Pod's
+# host name), that no param value ever appears in a Pod object (a watch during the
+# calls), and that no Pod or Secret is left behind. When the operator is installed here,
+# MCC_POD_NAMESPACES is set to that namespace; with SKIP_OPERATOR_INSTALL=1 the running
+# operator must allow it. MCC_E2E_SKIP_PODS=1 skips this part.
 # Skips (exit 0, with a message) when no cluster is reachable.
 set -euo pipefail
 
@@ -18,7 +28,11 @@ NS_OP=mcc-system
 # The examples' Tools and UserGrants live in the operator's namespace: with the default
 # settings it is the trusted namespace and the one allowed the local runtime.
 NS_TOOLS=$NS_OP
+NS_PODS=mcc-e2e-pods
 TIMEOUT=${TIMEOUT:-120}
+EXECUTOR_IMAGE=${MCC_EXECUTOR_IMAGE:-ghcr.io/mcc-k8s/mcc-executor:0.1.0}
+PODS=1
+[ -z "${MCC_E2E_SKIP_PODS:-}" ] || PODS=
 
 if ! command -v kubectl >/dev/null; then
   echo "SKIP: kubectl is not installed"; exit 0
@@ -45,6 +59,10 @@ if [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
       | kubectl apply -l app.kubernetes.io/component=operator -f -
   else
     kubectl apply -l app.kubernetes.io/component=operator -f manifests/mcc.yaml
+  fi
+  if [ -n "$PODS" ]; then
+    # The gateway may create Pods in the pod Tools' namespace (its RBAC scope).
+    kubectl -n "$NS_OP" set env deploy/mcc-operator MCC_POD_NAMESPACES="$NS_PODS"
   fi
   kubectl -n "$NS_OP" rollout status deploy/mcc-operator --timeout="${TIMEOUT}s"
 fi
@@ -121,6 +139,18 @@ catalog=$(kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.data.cata
 [[ "$catalog" != *'"admin"'* ]] || fail "the untrusted grant's group reached the catalog"
 kubectl -n agents delete usergrant intruder
 
+if [ -n "$PODS" ]; then
+  step "pod runtime: an exec and an fn Tool in $NS_PODS (restricted Pod Security Standard)"
+  kubectl apply -f e2e/k8s-pod-tools.yaml
+  kubectl -n "$NS_PODS" wait --for=condition=Ready --timeout="${TIMEOUT}s" tool/pod-shell tool/pod-hostname \
+    || fail "the pod Tools are not Ready (is $NS_PODS in the operator's MCC_POD_NAMESPACES?): $(kubectl -n "$NS_PODS" get tools -o wide)"
+  deadline=$((SECONDS + TIMEOUT))
+  until kubectl -n "$NS_OP" get configmap mcc-catalog -o jsonpath='{.data.catalog\.json}' | grep -q '"public.pod_hostname"'; do
+    [ $SECONDS -lt $deadline ] || fail "the catalog does not list the pod Tools"
+    sleep 2
+  done
+fi
+
 step "a gateway serves the published catalog (run here, out of cluster, with alice's API key)"
 port=${MCC_E2E_GATEWAY_PORT:-18080}
 key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey}' | base64 -d)
@@ -130,7 +160,14 @@ bin="${CARGO_TARGET_DIR:-target}/debug"
 socket="@mcc-e2e-k8s-$$"
 "$bin/mcc-executor" serve --socket "$socket" >/tmp/mcc-e2e-executor.log 2>&1 &
 executor=$!
-MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
+pod_env=()
+if [ -n "$PODS" ]; then
+  pod_env=(MCC_EXECUTION__POD__ENABLED=true POD_NAME=e2e-k8s-gateway
+           MCC_EXECUTION__POD__DEFAULT_IMAGE="$EXECUTOR_IMAGE"
+           MCC_EXECUTION__POD__RUNNER_IMAGE="$EXECUTOR_IMAGE"
+           MCC_EXECUTION__POD__NAMESPACES="$NS_PODS" MCC_EXECUTION__POD__INSTANCE=mcc-e2e)
+fi
+env "${pod_env[@]}" MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
   MCC_EXECUTION__EXECUTOR_SOCKET="$socket" \
   MCC_SERVER__PORT="$port" "$bin/mcc-gateway" serve >/tmp/mcc-e2e-gateway.log 2>&1 &
 gateway=$!
@@ -156,6 +193,35 @@ mcp tools/call '{"name":"whoami","arguments":{}}' "$sid" | grep -q 'username: al
   || fail "whoami over alice's API key does not name alice"
 mcp tools/call '{"name":"execute","arguments":{"key":"public.greet","params":{"name":"e2e"}}}' "$sid" \
   | grep -q 'Hello, e2e' || fail "execute public.greet did not greet"
+
+if [ -n "$PODS" ]; then
+  step "pod runtime: each call in its own Pod, no param value in any Pod object, nothing left"
+  marker="e2e-param-$$-$RANDOM"
+  # Every Pod object the calls create, as the API server stores it.
+  kubectl -n "$NS_PODS" get pods -w -o json >/tmp/mcc-e2e-pods-watch.json 2>/dev/null &
+  watcher=$!
+  trap 'kill $gateway $executor $watcher 2>/dev/null || true' EXIT
+  sleep 1
+  out=$(mcp tools/call "{\"name\":\"execute\",\"arguments\":{\"key\":\"public.pod_shell\",\"params\":{\"word\":\"$marker\"}}}" "$sid") \
+    || fail "execute public.pod_shell was refused: $(tail -5 /tmp/mcc-e2e-gateway.log)"
+  for want in "word=$marker" 'stdin=' 'user=alice' 'uid=65533' 'region=eu-west-3' 'token_len=24' 'host=mcc-public-pod-shell-'; do
+    [[ "$out" == *"$want"* ]] || fail "public.pod_shell: '$want' missing from $out"
+  done
+  [ "$(grep -o "$marker" <<<"$out" | wc -l)" -ge 2 ] || fail "public.pod_shell: the params did not reach stdin: $out"
+  out=$(mcp tools/call '{"name":"execute","arguments":{"key":"public.pod_hostname","params":{}}}' "$sid") \
+    || fail "execute public.pod_hostname was refused"
+  [[ "$out" == *mcc-public-pod-hostname-* ]] || fail "public.pod_hostname did not run in its Pod: $out"
+  sleep 2
+  kill $watcher 2>/dev/null || true
+  grep -q '"mcc-public-pod-shell-' /tmp/mcc-e2e-pods-watch.json || fail "the watch saw no Pod of public.pod_shell"
+  ! grep -q "$marker" /tmp/mcc-e2e-pods-watch.json || fail "a param value appeared in a Pod object"
+  deadline=$((SECONDS + 60))
+  selector=app.kubernetes.io/managed-by=mcc-gateway,app.kubernetes.io/instance=mcc-e2e
+  until [ -z "$(kubectl -n "$NS_PODS" get pods,secrets -l "$selector" -o name)" ]; do
+    [ $SECONDS -lt $deadline ] || fail "left behind: $(kubectl -n "$NS_PODS" get pods,secrets -l "$selector" -o name)"
+    sleep 2
+  done
+fi
 kill $gateway
 
 echo "PASS: operator and gateway e2e"
