@@ -3,6 +3,8 @@
 //! - [`watch`]: the operator's catalog ConfigMap, watched and installed into the
 //!   [`crate::catalog::LiveCatalog`];
 //! - [`env`]: `envFrom`/`valueFrom` values from Secrets and ConfigMaps at execution time;
+//! - [`pods`]: the pod runtime (`runtime: pod` Tools, each call in its own Pod) and the
+//!   sweeper of Pods a crashed replica left behind;
 //! - [`token_review`]: ServiceAccount tokens checked with the TokenReview API for the
 //!   `kubernetes` auth backend;
 //! - [`errors`]: what an API failure may tell callers (the detail is logged).

@@ -12,6 +12,8 @@ pub mod sweep;
 mod tests;
 #[cfg(test)]
 mod tests_engine;
+#[cfg(test)]
+mod tests_sweep;
 
 pub use run::PodRuntime;
 pub use sweep::Sweeper;

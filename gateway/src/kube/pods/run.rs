@@ -99,12 +99,17 @@ struct Cleanup {
 }
 
 impl Cleanup {
+    /// Each flag is cleared once its delete is done: a call dropped meanwhile still
+    /// spawns the rest.
     async fn now(mut self) {
-        let (pod, secret) = (
-            std::mem::take(&mut self.pod),
-            std::mem::take(&mut self.secret),
-        );
-        delete(&self.pods, &self.secrets, &self.name, pod, secret).await;
+        if self.pod {
+            delete(&self.pods, &self.secrets, &self.name, true, false).await;
+            self.pod = false;
+        }
+        if self.secret {
+            delete(&self.pods, &self.secrets, &self.name, false, true).await;
+            self.secret = false;
+        }
     }
 }
 
@@ -290,23 +295,33 @@ impl Call<'_> {
         }
     }
 
-    /// Watches the Pod from `version` until it ends or cannot run.
+    /// Watches the Pod from `version` until it ends or cannot run. A watch that ends is
+    /// renewed from the last version seen; one whose version is too old (410) starts
+    /// again from the Pod as it is now; failures are retried a few times, then reported.
     async fn follow(&self, mut version: String, seen: &mut Seen) -> Result<Terminal, RunError> {
         let params = WatchParams::default()
             .fields(&format!("metadata.name={}", self.name))
             .timeout(WATCH_SECS);
         let mut failures = 0;
         loop {
+            if failures > 0 {
+                tokio::time::sleep(WATCH_BACKOFF).await;
+            }
             let stream = match self.pods.watch(&params, &version).await {
                 Ok(stream) => stream,
+                Err(kube::Error::Api(s)) if s.code == 410 => {
+                    if let Some(t) = self.reread(&mut version, seen).await? {
+                        return Ok(t);
+                    }
+                    continue;
+                }
                 Err(e) => {
                     failures += 1;
-                    if matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 429)
-                        || failures > WATCH_RETRIES
-                    {
+                    let lasting =
+                        matches!(&e, kube::Error::Api(s) if s.code < 500 && s.code != 429);
+                    if lasting || failures > WATCH_RETRIES {
                         return Err(self.api_fail("following the Pod", &e));
                     }
-                    tokio::time::sleep(WATCH_BACKOFF).await;
                     continue;
                 }
             };
@@ -326,11 +341,10 @@ impl Call<'_> {
                         continue;
                     }
                     Ok(WatchEvent::Error(status)) if status.code == 410 => {
-                        // The version is too old: start again from the Pod as it is now.
-                        self.pods
-                            .get(self.name)
-                            .await
-                            .map_err(|e| self.api_fail("reading the Pod", &e))?
+                        if let Some(t) = self.reread(&mut version, seen).await? {
+                            return Ok(t);
+                        }
+                        break;
                     }
                     Ok(WatchEvent::Error(status)) => {
                         tracing::debug!(
@@ -338,22 +352,40 @@ impl Call<'_> {
                             ?status,
                             "pod watch error; watching again"
                         );
+                        failures += 1;
                         break;
                     }
                     Err(e) => {
                         tracing::debug!(pod = self.name, error = %e, "pod watch broke off; watching again");
+                        failures += 1;
                         break;
                     }
                 };
                 failures = 0;
-                if let Some(v) = &pod.metadata.resource_version {
-                    version.clone_from(v);
-                }
-                if let Some(terminal) = assess(&pod, seen) {
-                    return Ok(terminal);
+                if let Some(t) = observe(&pod, &mut version, seen) {
+                    return Ok(t);
                 }
             }
+            if failures > WATCH_RETRIES {
+                return Err(self.fail(
+                    "following the Pod: the Kubernetes API is failing; retry shortly".into(),
+                ));
+            }
         }
+    }
+
+    /// The Pod as it is now (a watch version too old to resume from).
+    async fn reread(
+        &self,
+        version: &mut String,
+        seen: &mut Seen,
+    ) -> Result<Option<Terminal>, RunError> {
+        let pod = self
+            .pods
+            .get(self.name)
+            .await
+            .map_err(|e| self.api_fail("reading the Pod", &e))?;
+        Ok(observe(&pod, version, seen))
     }
 
     /// The tool container's log, at most what a result line of `max_output` needs.
@@ -378,6 +410,14 @@ impl Call<'_> {
             .map_err(|e| self.fail(format!("reading the Pod's log: {e}")))?;
         Ok(log)
     }
+}
+
+/// [`assess`] of a Pod seen at its version (kept to resume watching from).
+fn observe(pod: &Pod, version: &mut String, seen: &mut Seen) -> Option<Terminal> {
+    if let Some(v) = &pod.metadata.resource_version {
+        version.clone_from(v);
+    }
+    assess(pod, seen)
 }
 
 /// What the Pod's status says: ended, never going to run, or still on its way (`None`;

@@ -100,7 +100,15 @@ impl Sweeper {
         }
     }
 
+    /// Old enough, and this install's (the selector says so; checked again here).
     fn is_leftover(&self, pod: &Pod, now: Timestamp) -> bool {
+        let labels = pod.metadata.labels.as_ref();
+        let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+        if label(LABEL_MANAGED_BY) != Some(MANAGED_BY)
+            || label(LABEL_INSTANCE) != Some(self.instance.as_str())
+        {
+            return false;
+        }
         let Some(created) = &pod.metadata.creation_timestamp else {
             return false;
         };

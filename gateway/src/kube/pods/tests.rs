@@ -12,7 +12,7 @@ use mcc_executor::podio::{self, PodInput};
 use mcc_executor::process::{Captured, Ending, Finished};
 use mcc_executor::{Request, RunError};
 
-use super::{PodRuntime, PodSettings, Sweeper};
+use super::{PodRuntime, PodSettings};
 use crate::catalog::ToolRefs;
 use crate::exec::pod::{PodRunner, PodTarget};
 
@@ -500,70 +500,58 @@ async fn a_secret_that_cannot_be_created_deletes_the_pod() {
     fake.0.expect_nothing().await;
 }
 
-fn listed(ns: &str, name: &str, created: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": ns, "creationTimestamp": created,
-                        "labels": {"app.kubernetes.io/managed-by": "mcc-gateway",
-                                   "app.kubernetes.io/instance": "mcc"}}})
+/// A watch version too old (410) starts again from the Pod as it is now; a failing watch
+/// is retried.
+#[tokio::test]
+async fn the_watch_recovers_from_an_expired_version_and_a_failure() {
+    let (runtime, mut fake) = runtime();
+    let refs = refs(None);
+    let request = request(30_000);
+    let server = async {
+        let name = fake.start().await;
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1",
+            "status": "Failure", "reason": "Expired", "code": 410, "message": "too old"}});
+        fake.0
+            .expect_raw("GET", PODS, 200, format!("{gone}\n").into_bytes())
+            .await;
+        fake.0
+            .expect("GET", &format!("{PODS}/{name}"), 200, json!({"apiVersion": "v1",
+                "kind": "Pod", "metadata": {"name": name, "namespace": NS, "resourceVersion": "500"},
+                "status": {"phase": "Running"}}))
+            .await;
+        fake.0
+            .expect(
+                "GET",
+                PODS,
+                500,
+                json!({"kind": "Status", "apiVersion": "v1",
+                "status": "Failure", "code": 500, "message": "etcd"}),
+            )
+            .await;
+        fake.watch(&name, "500", &[ended(0, "Completed")]).await;
+        fake.log(&name, &result_line(finished(Ending::Exited(0), "ok")))
+            .await;
+        fake.delete_both(&name).await;
+    };
+    let (result, ()) = tokio::join!(runtime.run(target(&refs), &request), server);
+    assert_eq!(result.unwrap().stdout.bytes, b"ok");
 }
 
 #[tokio::test]
-async fn the_sweeper_deletes_only_old_pods_of_its_instance() {
-    let (client, api) = ApiServer::new();
-    let mut fake = Fake(api);
-    let sweeper = Sweeper::new(client, vec![], "mcc", Duration::from_secs(3660));
-    let now: k8s_openapi::jiff::Timestamp = "2026-12-01T12:00:00Z".parse().unwrap();
+async fn a_pod_deleted_by_someone_else_is_an_error() {
+    let (runtime, mut fake) = runtime();
+    let refs = refs(None);
+    let request = request(30_000);
     let server = async {
-        let seen = fake
-            .0
-            .expect(
-                "GET",
-                "/api/v1/pods",
-                200,
-                json!({"apiVersion": "v1", "kind": "PodList",
-                "metadata": {"resourceVersion": "7"},
-                "items": [listed("a", "old", "2026-12-01T10:00:00Z"),
-                          listed("b", "young", "2026-12-01T11:30:00Z"),
-                          listed("c", "gone", "2026-12-01T09:00:00Z")]}),
-            )
-            .await;
-        assert!(
-            seen.query.contains(
-                "labelSelector=app.kubernetes.io%2Fmanaged-by%3Dmcc-gateway%2Capp.kubernetes.io%2Finstance%3Dmcc"
-            ),
-            "{}",
-            seen.query
-        );
-        let status = |code: u16| json!({"kind": "Status", "apiVersion": "v1", "code": code});
-        let seen = fake
-            .0
-            .expect("DELETE", "/api/v1/namespaces/a/pods/old", 200, status(200))
-            .await;
-        assert_eq!(seen.body["gracePeriodSeconds"], 0);
-        // Deleted meanwhile by its own replica: fine.
+        let name = fake.start().await;
+        let deleted = json!({"type": "DELETED", "object": {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "resourceVersion": "102"}}});
         fake.0
-            .expect("DELETE", "/api/v1/namespaces/c/pods/gone", 404, status(404))
+            .expect_raw("GET", PODS, 200, format!("{deleted}\n").into_bytes())
             .await;
+        fake.delete_both(&name).await;
     };
-    let (deleted, ()) = tokio::join!(sweeper.sweep(now), server);
-    assert_eq!(deleted, 2);
-    fake.0.expect_nothing().await;
-
-    // In listed namespaces: one list each.
-    let (client, api) = ApiServer::new();
-    let mut fake = Fake(api);
-    let sweeper = Sweeper::new(client, vec!["a".into(), "b".into()], "mcc", Duration::ZERO);
-    let server = async {
-        for ns in ["a", "b"] {
-            fake.0
-                .expect(
-                    "GET",
-                    &format!("/api/v1/namespaces/{ns}/pods"),
-                    200,
-                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
-                )
-                .await;
-        }
-    };
-    let (deleted, ()) = tokio::join!(sweeper.sweep(now), server);
-    assert_eq!(deleted, 0);
+    let (result, ()) = tokio::join!(runtime.run(target(&refs), &request), server);
+    let e = result.unwrap_err().to_string();
+    assert!(e.contains("the Pod was deleted before it finished"), "{e}");
 }
