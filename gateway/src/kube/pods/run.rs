@@ -165,7 +165,7 @@ impl PodRunner for PodRuntime {
         let input = spec::input(request, &self.settings).map_err(fail)?;
         let pod =
             spec::pod(target, request, &call, &self.settings).map_err(|e| fail(e.to_string()))?;
-        let call = Call {
+        let call = PodCall {
             pods: Api::namespaced(self.client.clone(), &namespace),
             secrets: Api::namespaced(self.client.clone(), &namespace),
             namespace: &namespace,
@@ -188,7 +188,10 @@ impl PodRunner for PodRuntime {
                     Some(why) => Err(fail(format!(
                         "no node fits: {why} (still not scheduled when the call's timeout passed)"
                     ))),
-                    None => Ok(timed_out()),
+                    None => {
+                        tracing::info!(pod = %format!("{namespace}/{name}"), "pod runtime: the call's timeout passed");
+                        Ok(ended_with(Ending::TimedOut))
+                    }
                 },
             },
             None => lifecycle.await,
@@ -198,17 +201,17 @@ impl PodRunner for PodRuntime {
     }
 }
 
-/// The outcome of a call that ran out of time, as the local runtime reports it.
-fn timed_out() -> Finished {
+/// A process end without output (a timeout reads as the local runtime reports it).
+fn ended_with(ending: Ending) -> Finished {
     Finished {
-        ending: Ending::TimedOut,
+        ending,
         stdout: Captured::default(),
         stderr: Captured::default(),
     }
 }
 
 /// One call's Pod, by namespace and name.
-struct Call<'a> {
+struct PodCall<'a> {
     pods: Api<Pod>,
     secrets: Api<Secret>,
     namespace: &'a str,
@@ -216,7 +219,7 @@ struct Call<'a> {
     max_output: usize,
 }
 
-impl Call<'_> {
+impl PodCall<'_> {
     fn fail(&self, reason: String) -> RunError {
         RunError::Pod {
             namespace: self.namespace.to_string(),
@@ -259,7 +262,7 @@ impl Call<'_> {
             .clone()
             .unwrap_or_default();
         match self.follow(version, seen).await? {
-            Terminal::DeadlineExceeded => Ok(timed_out()),
+            Terminal::DeadlineExceeded => Ok(ended_with(Ending::TimedOut)),
             Terminal::Fatal(reason) => Err(self.fail(reason)),
             Terminal::Ended {
                 exit_code,
@@ -277,10 +280,7 @@ impl Call<'_> {
                     }
                     Ok(Err(runner_error)) => Err(runner_error),
                     Err(_) if oom => {
-                        let mut finished = Finished {
-                            ending: Ending::Signaled(libc::SIGKILL),
-                            ..timed_out()
-                        };
+                        let mut finished = ended_with(Ending::Signaled(libc::SIGKILL));
                         prepend(&mut finished.stderr, &oom_note(&created));
                         Ok(finished)
                     }
