@@ -387,7 +387,7 @@ async fn a_runner_image_that_cannot_be_pulled_names_the_setting() {
 async fn unschedulable_until_the_deadline_names_the_reason() {
     let (runtime, mut fake) = runtime();
     let refs = refs(None);
-    let request = request(400);
+    let request = request(1_000);
     let server = async {
         let name = fake.start().await;
         fake.watch(&name, "100", &[unschedulable()]).await;
@@ -415,7 +415,7 @@ async fn unschedulable_until_the_deadline_names_the_reason() {
 async fn the_calls_timeout_covers_a_pod_that_never_starts() {
     let (runtime, mut fake) = runtime();
     let refs = refs(None);
-    let request = request(300);
+    let request = request(1_000);
     let server = async {
         let name = fake.start().await;
         let (_watch, held) = fake.0.0.next_request().await.unwrap();
