@@ -184,7 +184,9 @@ fn pod_settings(settings: &Settings) -> crate::kube::pods::PodSettings {
     }
 }
 
-/// The search service over the current snapshot (model loading and embedding block).
+/// The search service over the current snapshot: the model is loaded and the keyword
+/// index built before this returns; tool embeddings are computed in the background
+/// (semantic ranking joins when they are ready), so serving never waits for them.
 async fn search_service(
     settings: &Settings,
     catalog: &LiveCatalog,
@@ -193,7 +195,7 @@ async fn search_service(
     let snapshot = catalog.snapshot();
     let search = tokio::task::spawn_blocking(move || {
         let search = SearchService::new(search_settings)?;
-        search.rebuild_blocking(snapshot.tools())?;
+        search.update(snapshot)?;
         Ok::<_, SearchError>(search)
     })
     .await
@@ -330,7 +332,7 @@ impl Gateway {
     ) -> std::io::Result<()> {
         let search = self.shared.search.clone();
         let rebuild_search: catalog::OnReload = Arc::new(move |catalog| {
-            if let Err(e) = search.rebuild_blocking(catalog.tools()) {
+            if let Err(e) = search.update(catalog.clone()) {
                 tracing::error!(error = %e, "search index rebuild failed; searching the previous catalog");
             }
         });

@@ -290,8 +290,9 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready when this replica can serve: a catalog is loaded and its runtime (the executor,
-/// in Kubernetes mode) answers. The session store's state is reported but does not count:
+/// Ready when this replica can serve: a catalog is loaded, its keyword index is built,
+/// and its runtime (the executor, in Kubernetes mode) answers. Tool embeddings are not
+/// waited for: `search.semantic` says when semantic ranking has joined. The session store's state is reported but does not count:
 /// a shared Redis's blip would otherwise empty the Service of every replica at once,
 /// and calls that need no session still work meanwhile.
 async fn readyz(State(state): State<HttpState>) -> Response {
@@ -300,10 +301,12 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         state.shared.sessions.ping(),
         state.shared.engine.check_runtime()
     );
-    let ready = catalog.generation > 0 && runtime.is_ok();
+    let search = state.shared.search.status();
+    let ready = catalog.generation > 0 && search.generation > 0 && runtime.is_ok();
     let body = json!({
         "ready": ready,
         "catalog": catalog,
+        "search": search,
         "runtime": {
             "ok": runtime.is_ok(),
             "error": runtime.err(),

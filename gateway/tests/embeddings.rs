@@ -157,6 +157,7 @@ fn hybrid_search_end_to_end() {
     let admin = eval::admin();
     let text = rt
         .block_on(service.search_text(
+            None,
             "bounce all the pods of the api deployment",
             Some(&admin),
             None,
@@ -166,7 +167,7 @@ fn hybrid_search_end_to_end() {
     assert!(text.contains("## k8s.restart_deployment"), "{text}");
     // An anonymous caller sees only public tools.
     let anon = rt
-        .block_on(service.search_text("run a shell command", None, None))
+        .block_on(service.search_text(None, "run a shell command", None, None))
         .unwrap();
     assert!(!anon.contains("## admin."), "{anon}");
 }

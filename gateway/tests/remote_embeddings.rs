@@ -130,7 +130,12 @@ fn remote_endpoint_matches_the_local_model() {
         .build()
         .unwrap();
     let text = rt
-        .block_on(service.search_text("how many euros is 100 dollars", Some(&eval::admin()), None))
+        .block_on(service.search_text(
+            None,
+            "how many euros is 100 dollars",
+            Some(&eval::admin()),
+            None,
+        ))
         .unwrap();
     assert!(
         text.contains("## finance.business.currency_convert"),

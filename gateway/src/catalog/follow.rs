@@ -16,8 +16,10 @@ use tokio_util::sync::CancellationToken;
 use super::Catalog;
 
 /// Called (on a blocking thread) with each newly installed catalog, e.g. to rebuild the
-/// search index. Never delays the next swap.
-pub type OnReload = Arc<dyn Fn(&Catalog) + Send + Sync>;
+/// search index. Never delays the next swap; it should return quickly too (the search
+/// index computes embeddings on its own thread), or the next catalog's keyword index
+/// waits for it.
+pub type OnReload = Arc<dyn Fn(&Arc<Catalog>) + Send + Sync>;
 
 /// A serial worker over the newest submitted value. Cheap to clone.
 pub struct Latest<T> {

@@ -233,7 +233,12 @@ impl McpServer {
         let result = self
             .shared
             .search
-            .search_text(&args.query, user, args.min_score)
+            .search_text(
+                Some(self.shared.catalog.snapshot()),
+                &args.query,
+                user,
+                args.min_score,
+            )
             .await;
         self.shared.metrics.search(started.elapsed());
         match result {

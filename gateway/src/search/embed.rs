@@ -26,7 +26,15 @@ pub enum Embedder {
     #[cfg(feature = "embed-local")]
     Local(Box<LocalModel>),
     Remote(RemoteEmbedder),
+    /// A function (tests and benchmarks: an embedder held at a gate, or a stand-in).
+    Custom {
+        id: String,
+        embed: Box<EmbedFn>,
+    },
 }
+
+/// What [`Embedder::from_fn`] wraps: one unit-length vector per text, in order.
+pub type EmbedFn = dyn Fn(&[&str]) -> Result<Vec<Vec<f32>>, SearchError> + Send + Sync;
 
 impl Embedder {
     /// Loads the model in `dir` (built with the `embed-local` feature only).
@@ -50,12 +58,24 @@ impl Embedder {
         RemoteEmbedder::new(base, model, api_key).map(Embedder::Remote)
     }
 
+    /// An embedder that calls `embed`; `id` names it in cache keys.
+    pub fn from_fn(
+        id: &str,
+        embed: impl Fn(&[&str]) -> Result<Vec<Vec<f32>>, SearchError> + Send + Sync + 'static,
+    ) -> Self {
+        Embedder::Custom {
+            id: id.to_string(),
+            embed: Box::new(embed),
+        }
+    }
+
     /// Identifies the model (and its weights or endpoint) in cache keys.
     pub fn id(&self) -> &str {
         match self {
             #[cfg(feature = "embed-local")]
             Embedder::Local(m) => m.id(),
             Embedder::Remote(r) => r.id(),
+            Embedder::Custom { id, .. } => id,
         }
     }
 
@@ -68,6 +88,7 @@ impl Embedder {
             #[cfg(feature = "embed-local")]
             Embedder::Local(m) => m.embed(texts),
             Embedder::Remote(r) => r.embed(texts),
+            Embedder::Custom { embed, .. } => embed(texts),
         }
     }
 }
@@ -115,6 +136,10 @@ pub struct EmbeddingCache {
 /// How many keys one Redis round trip reads or writes.
 const REDIS_CHUNK: usize = 500;
 
+/// How many texts are embedded between two checks for a newer catalog (about a second
+/// and a half of the local model on 2 cores).
+pub const COMPUTE_CHUNK: usize = 256;
+
 impl EmbeddingCache {
     /// An in-memory cache; `redis_url` adds a shared second level.
     pub fn new(redis_url: Option<&str>) -> Result<Self, SearchError> {
@@ -139,6 +164,19 @@ impl EmbeddingCache {
         embedder: &Embedder,
         texts: &[&str],
     ) -> Result<(Vec<Vec<f32>>, CacheStats), SearchError> {
+        self.embed_all_unless(embedder, texts, &|| false)
+    }
+
+    /// [`Self::embed_all`], computing in chunks of [`COMPUTE_CHUNK`] texts and stopping
+    /// with [`SearchError::Superseded`] when `superseded()` turns true between chunks
+    /// (a newer catalog arrived). What was computed before stopping stays in the memory
+    /// cache, so the next run does not compute it again.
+    pub fn embed_all_unless(
+        &self,
+        embedder: &Embedder,
+        texts: &[&str],
+        superseded: &dyn Fn() -> bool,
+    ) -> Result<(Vec<Vec<f32>>, CacheStats), SearchError> {
         let hashes: Vec<String> = texts
             .iter()
             .map(|t| content_hash(embedder.id(), t))
@@ -154,15 +192,22 @@ impl EmbeddingCache {
         stats.redis_hits = self.fill_from_redis(&hashes, &mut found);
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| found[i].is_none()).collect();
         stats.computed = missing.len();
-        let computed = embedder.embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
-        let fresh: Vec<(String, Vec<f32>)> = missing
-            .iter()
-            .zip(computed)
-            .map(|(&i, v)| (hashes[i].clone(), v))
-            .collect();
-        self.store_in_redis(&fresh);
-        for (&i, (_, v)) in missing.iter().zip(fresh) {
-            found[i] = Some(v);
+        for chunk in missing.chunks(COMPUTE_CHUNK) {
+            if superseded() {
+                return Err(SearchError::Superseded);
+            }
+            let computed = embedder.embed(&chunk.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
+            let fresh: Vec<(String, Vec<f32>)> = chunk
+                .iter()
+                .zip(computed)
+                .map(|(&i, v)| (hashes[i].clone(), v))
+                .collect();
+            self.store_in_redis(&fresh);
+            let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+            for (&i, (hash, v)) in chunk.iter().zip(fresh) {
+                found[i] = Some(v.clone());
+                memory.insert(hash, v);
+            }
         }
         let vectors: Vec<Vec<f32>> = found.into_iter().map(Option::unwrap_or_default).collect();
         let mut memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());

@@ -4,6 +4,7 @@
 //! - [`embed`] ([`local`], [`remote`]): sentence embeddings and their caches;
 //! - [`fusion`]: both rankings into one score per tool;
 //! - [`service`]: the live index, rebuilt off the request path and swapped atomically;
+//! - [`background`]: the thread that computes tool embeddings (nothing waits for it);
 //! - [`config`]: the `search.*` settings keys and their environment overrides;
 //! - this file: one immutable [`SearchIndex`] over a catalog snapshot, the RBAC filter,
 //!   `min_score`, and the MCC output format ([`render_results`]).
@@ -12,6 +13,7 @@
 //! execute only), fuse, drop scores under `min_score`, keep the best `limit`. Tools the
 //! caller may not execute are never ranked, returned or counted.
 
+pub mod background;
 pub mod config;
 pub mod embed;
 pub mod fusion;
@@ -30,7 +32,7 @@ pub use config::SearchConfig;
 pub use embed::{Embedder, EmbeddingCache, QueryCache};
 pub use fusion::Fusion;
 pub use keyword::KeywordIndex;
-pub use service::{SearchService, SearchSettings};
+pub use service::{SearchService, SearchSettings, SearchStatus};
 
 /// What went wrong in search. Each variant says which part failed.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +47,10 @@ pub enum SearchError {
     Embed(String),
     #[error("search task failed: {0}")]
     Task(String),
+    /// A newer catalog arrived while this one's embeddings were computed (not an error
+    /// anyone sees: the newer build takes over).
+    #[error("superseded by a newer catalog")]
+    Superseded,
     #[error(
         "the query is {bytes} bytes; the limit is {limit} bytes (setting search.max_query_bytes)"
     )]
@@ -112,13 +118,24 @@ impl SearchIndex {
         embeddings: Option<(&Embedder, &EmbeddingCache)>,
         fusion: Fusion,
     ) -> Result<Self, SearchError> {
+        Self::build_unless(tools, embeddings, fusion, &|| false)
+    }
+
+    /// [`Self::build`] that stops with [`SearchError::Superseded`] once `superseded()`
+    /// turns true while embeddings are computed (see [`EmbeddingCache::embed_all_unless`]).
+    pub fn build_unless(
+        tools: &[Tool],
+        embeddings: Option<(&Embedder, &EmbeddingCache)>,
+        fusion: Fusion,
+        superseded: &dyn Fn() -> bool,
+    ) -> Result<Self, SearchError> {
         let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();
         let keyword = KeywordIndex::build(tools)?;
         let vectors = match embeddings {
             None => None,
             Some((embedder, cache)) => {
                 let texts: Vec<&str> = signatures.iter().map(|s| embedding_text(s)).collect();
-                let (rows, stats) = cache.embed_all(embedder, &texts)?;
+                let (rows, stats) = cache.embed_all_unless(embedder, &texts, superseded)?;
                 tracing::debug!(?stats, tools = tools.len(), "search: tool embeddings ready");
                 Some(flatten(rows)?)
             }
@@ -276,3 +293,5 @@ pub fn render_results(index: &SearchIndex, hits: &[Hit]) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_update;

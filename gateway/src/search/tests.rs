@@ -4,7 +4,7 @@
 use super::*;
 use mcc_catalog::{Param, ParamType, ToolKind};
 
-fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
+pub(super) fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
     let groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
     Tool {
         key: mcc_catalog::key::tool_key(&groups, name),
@@ -29,7 +29,7 @@ fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
     }
 }
 
-fn catalog() -> Vec<Tool> {
+pub(super) fn catalog() -> Vec<Tool> {
     let mut shell = tool(
         &["admin"],
         "shell",
@@ -177,12 +177,18 @@ async fn rebuild_swaps_the_index_atomically() {
     service.rebuild(catalog()).await.unwrap();
     assert!(before.is_empty(), "a pinned index never changes");
     assert_eq!(service.current().len(), 4);
-    let text = service.search_text("weather", None, None).await.unwrap();
+    let text = service
+        .search_text(None, "weather", None, None)
+        .await
+        .unwrap();
     assert!(
         text.starts_with('[') && text.contains("## public.weather_forecast"),
         "{text}"
     );
-    let text = service.search_text("shell", None, None).await.unwrap();
+    let text = service
+        .search_text(None, "shell", None, None)
+        .await
+        .unwrap();
     assert_eq!(text, NO_MATCH);
 }
 
@@ -225,13 +231,15 @@ async fn a_query_over_max_query_bytes_is_refused_naming_the_setting() {
     .unwrap();
     service.rebuild(catalog()).await.unwrap();
     let err = service
-        .search_text(&"w".repeat(17), None, None)
+        .search_text(None, &"w".repeat(17), None, None)
         .await
         .unwrap_err();
     assert_eq!(
         err.to_string(),
         "the query is 17 bytes; the limit is 16 bytes (setting search.max_query_bytes)"
     );
-    let ok = service.search_text("weather forecast", None, None).await;
+    let ok = service
+        .search_text(None, "weather forecast", None, None)
+        .await;
     assert!(ok.unwrap().contains("public.weather_forecast"));
 }
