@@ -10,15 +10,19 @@
 //! tool images it makes (an fn module on top of the executor image, and a `FROM scratch`
 //! image holding only a static busybox, from the host's busybox-static), and `runc`.
 //!
-//! What differs from a cluster, and why: podman 4.3 crashes on Secret volumes, so the
-//! per-call Secret becomes a hostPath directory holding the same `request.json` (the
-//! Secret object itself is `spec::input_secret`, checked in the unit tests); podman has no
-//! API server, so `valueFrom`/`envFrom` resolve from ConfigMaps in the played YAML.
+//! What differs from a cluster, and why (`for_podman`): podman 4.3 crashes on Secret
+//! volumes, so the per-call Secret becomes a hostPath directory holding the same
+//! `request.json` (the Secret object itself is `spec::input_secret`, checked in the unit
+//! tests); concurrent pods shared emptyDirs of the same name, so each becomes a
+//! directory of the pod's own; it ignores `envFrom` prefixes, so the prefix is applied to
+//! a copy of the ConfigMap; and it has no API server, so `valueFrom`/`envFrom` resolve
+//! from ConfigMaps in the played YAML.
 
 #![cfg(feature = "kubernetes")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, HostPathVolumeSource, Pod};
@@ -158,6 +162,11 @@ fn ensure_executor_image() {
 /// The fn tool's image: the executor image (python3) plus the module. The runner in
 /// `/usr/local/bin` is not what runs: the Pod copies its own into `/mcc/bin`.
 fn python_tool_image() -> String {
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(build_python_tool_image).clone()
+}
+
+fn build_python_tool_image() -> String {
     ensure_executor_image();
     let image = format!("localhost/mcc-e2e-pytool:{}", tag());
     let dir = tempfile::tempdir().unwrap();
@@ -177,6 +186,12 @@ fn python_tool_image() -> String {
 /// The exec tool's image: nothing but a static busybox (no libc, no Debian), so the
 /// runner must bring everything it needs. Built from the host's busybox-static.
 fn busybox_image() -> String {
+    // Built once per test binary: the tests run in parallel.
+    static IMAGE: OnceLock<String> = OnceLock::new();
+    IMAGE.get_or_init(build_busybox_image).clone()
+}
+
+fn build_busybox_image() -> String {
     let busybox =
         Path::new(&std::env::var("MCC_BUSYBOX").unwrap_or_else(|_| "/bin/busybox".into()))
             .to_path_buf();
@@ -337,17 +352,34 @@ impl Drop for Played {
 }
 
 /// podman 4.3's stand-ins for what it lacks (see the module doc): the Secret volume
-/// becomes a hostPath directory holding the input, and as podman ignores an `envFrom`
-/// prefix, each prefixed ConfigMap source is replaced by a copy of its ConfigMap whose
-/// keys carry the prefix (what the kubelet would put in the environment).
-fn for_podman(mut pod: Pod, input_dir: &Path, maps: &[ConfigMap]) -> (Pod, Vec<ConfigMap>) {
+/// becomes a hostPath directory holding the input; each emptyDir becomes a directory of
+/// this pod's own under `work`, owned by the pod's user (podman 4.3 let concurrent pods
+/// share an emptyDir of the same name: one pod's runner copy failed with "Text file
+/// busy" over another's running binary); and as podman ignores an
+/// `envFrom` prefix, each prefixed ConfigMap source is replaced by a copy of its
+/// ConfigMap whose keys carry the prefix (what the kubelet would put in the environment).
+fn for_podman(
+    mut pod: Pod,
+    input_dir: &Path,
+    work: &Path,
+    maps: &[ConfigMap],
+) -> (Pod, Vec<ConfigMap>) {
     let spec = pod.spec.as_mut().unwrap();
+    let host_path = |dir: &Path| {
+        Some(HostPathVolumeSource {
+            path: dir.display().to_string(),
+            type_: Some("Directory".into()),
+        })
+    };
     for volume in spec.volumes.iter_mut().flatten() {
         if volume.secret.take().is_some() {
-            volume.host_path = Some(HostPathVolumeSource {
-                path: input_dir.display().to_string(),
-                type_: Some("Directory".into()),
-            });
+            volume.host_path = host_path(input_dir);
+        } else if volume.empty_dir.take().is_some() {
+            let dir = work.join("volumes").join(&volume.name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let id = u32::try_from(spec::RUN_AS).unwrap();
+            std::os::unix::fs::chown(&dir, Some(id), Some(id)).unwrap();
+            volume.host_path = host_path(&dir);
         }
     }
     let mut maps = maps.to_vec();
@@ -397,7 +429,7 @@ fn play(pod: Pod, input: &[u8]) -> (Vec<u8>, Played) {
     std::fs::set_permissions(&input_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&input_file, std::fs::Permissions::from_mode(0o444)).unwrap();
 
-    let (pod, maps) = for_podman(pod, &input_dir, &[settings_map()]);
+    let (pod, maps) = for_podman(pod, &input_dir, work.path(), &[settings_map()]);
     let mut yaml = String::new();
     for map in &maps {
         yaml += &serde_saphyr::to_string(map).unwrap();
@@ -410,6 +442,25 @@ fn play(pod: Pod, input: &[u8]) -> (Vec<u8>, Played) {
     let played = Played { pod: name.clone() };
     let started = Instant::now();
     let out = podman(&["kube", "play", "--network", "host", file.to_str().unwrap()]);
+    if !out.status.success() {
+        // What each container of the pod said (the init container's copy, the runner).
+        let names = podman(&[
+            "ps",
+            "--all",
+            "--filter",
+            &format!("pod={name}"),
+            "--format",
+            "{{.Names}}",
+        ]);
+        for ctr in String::from_utf8_lossy(&names.stdout).lines() {
+            let logs = podman(&["logs", ctr]);
+            eprintln!(
+                "pod_podman: {ctr}:\n{}{}",
+                String::from_utf8_lossy(&logs.stdout),
+                String::from_utf8_lossy(&logs.stderr)
+            );
+        }
+    }
     ok(out, &format!("podman kube play\n{yaml}\n"));
 
     let container = format!("{name}-{}", spec::TOOL_CONTAINER);
@@ -577,6 +628,39 @@ async fn exec_tool_pod_in_a_busybox_image_gives_the_local_result() {
         ),
         "stderr (10 bytes): to stderr",
     ] {
+        assert!(
+            result.contains(expected),
+            "'{expected}' missing from\n{result}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bounded_output_and_timeout_in_a_pod_match_the_local_runtime() {
+    if !enabled("bounded_output_and_timeout_in_a_pod_match_the_local_runtime") {
+        return;
+    }
+    ensure_executor_image();
+    let image = busybox_image();
+    // 100 kB on stdout (cut at 1000 bytes, with its tail kept), then past the timeout:
+    // the runner kills the process group in the Pod as the local runtime does.
+    let mut request = base_request(
+        "/bin/sh",
+        vec![
+            "-c".into(),
+            "yes abcdefgh | head -c 100000; echo bye >&2; sleep 30".into(),
+        ],
+        "{}",
+        false,
+    );
+    request.max_output = 1000;
+    request.timeout = Some(Duration::from_secs(2));
+    let pod_spec = PodSpec {
+        image: Some(image),
+        ..Default::default()
+    };
+    let result = pod_matches_local("public.e2e.limits", pod_spec, request, None, None).await;
+    for expected in ["TimedOut", "stdout (100000 bytes)", "stderr (4 bytes): bye"] {
         assert!(
             result.contains(expected),
             "'{expected}' missing from\n{result}"
