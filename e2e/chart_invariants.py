@@ -7,7 +7,8 @@ The gateway pod layout of issue 9/10 (two containers, token only in the gateway 
 nothing of the gateway's environment in the executor, the socket emptyDir, different
 uids, probes, grace period), the gateway serving by default (0.0.0.0, Host allow-list of
 the Service's names), Redis whenever more than one replica may run, least-privilege RBAC
-(no list/watch on Secrets, the catalog ConfigMap by name, Pods only with the pod runtime,
+(no list/watch on Secrets, the catalog ConfigMap by name, Pods and Secret creation only with
+the pod runtime,
 usergrants/finalizers for the operator), and NetworkPolicies that keep cloud metadata
 out of reach. Prints one line per file and exits 1 listing every broken promise.
 """
@@ -167,14 +168,22 @@ def check_rbac(objs, problems, name):
         if component(dep) == "gateway":
             for kind, scope, rule in rules:
                 res, verbs = set(rule.get("resources", [])), set(rule.get("verbs", []))
-                if "secrets" in res and verbs & {"list", "watch", "create", "update", "patch", "delete"}:
+                # The pod runtime creates (and deletes) each call's input Secret; nothing
+                # ever lists, watches or rewrites Secrets.
+                if "secrets" in res and verbs & {"list", "watch", "update", "patch"}:
                     say(f"may {sorted(verbs)} Secrets ({kind} in {scope})")
+                if "secrets" in res and verbs & {"create", "delete"} and "pod-runtime" not in name:
+                    say(f"may create/delete Secrets without podRuntime.enabled ({kind} in {scope})")
                 if "configmaps" in res and verbs & {"list", "watch"} and not rule.get("resourceNames"):
                     say("may list/watch ConfigMaps beyond the catalog's")
                 if res & {"pods", "pods/log"} and "pod-runtime" not in name:
                     say("has Pod verbs without podRuntime.enabled")
             if "pod-runtime" in name and not any("pods" in r.get("resources", []) for _, _, r in rules):
                 say("podRuntime.enabled but no Pod verbs")
+            if "pod-runtime" in name and not any(
+                "secrets" in r.get("resources", []) and "create" in r.get("verbs", []) for _, _, r in rules
+            ):
+                say("podRuntime.enabled but no create on Secrets (the per-call input)")
         if component(dep) == "operator":
             for kind, scope, rule in rules:
                 if "secrets" in rule.get("resources", []) and kind == "ClusterRoleBinding":

@@ -157,6 +157,26 @@ The most gateway replicas this release may run: replicas, or the HPA's maximum.
 {{- toYaml $list }}
 {{- end }}
 
+{{/* Where the gateway may create tool Pods (its RBAC scope for them), as the operator
+reads it (MCC_POD_NAMESPACES): `*`, a comma list, or empty when the pod runtime is off. */}}
+{{- define "mcc.podRuntime.namespaces" -}}
+{{- if .Values.podRuntime.enabled }}
+{{- if eq .Values.gateway.rbac.referencedObjects.scope "cluster" }}*
+{{- else }}{{ include "mcc.gateway.referencedNamespaces" . | fromYamlArray | join "," }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The image of pod Tools that name none: podRuntime.image, else the executor image. */}}
+{{- define "mcc.podRuntime.defaultImage" -}}
+{{- $img := .Values.podRuntime.image }}
+{{- if $img.repository }}
+{{- include "mcc.image" (dict "image" $img "ctx" .) }}
+{{- else }}
+{{- include "mcc.image" (dict "image" .Values.gateway.executor.image "ctx" .) }}
+{{- end }}
+{{- end }}
+
 {{/* Trusted namespaces (default: the release namespace), comma-separated. */}}
 {{- define "mcc.operator.trusted" -}}
 {{- .Values.operator.trustedNamespaces | default (list .Release.Namespace) | join "," }}
