@@ -1,13 +1,15 @@
 //! The resources in `examples/k8s/` pass admission (the CRDs' CEL rules, evaluated by
 //! kube-cel) and the operator's own checks under the default settings of an operator in
-//! `mcc-system`: every example Tool and UserGrant is Ready, and the fn tool introspects.
+//! `mcc-system`: every example Tool and UserGrant is Ready, and the fn tool introspects;
+//! the pod-runtime examples are Ready once the pod runtime is on (and refused, saying so,
+//! while it is off: the default).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use kube::CustomResourceExt;
 use kube::core::cel::Validator;
-use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_catalog::crd::{Runtime, Tool, UserGrant};
 use mcc_catalog::introspect::{Introspector, Pending, find_python};
 use mcc_operator::assemble::{Verdict, assemble};
 use mcc_operator::settings::TenancyArgs;
@@ -72,15 +74,55 @@ fn every_example_is_admitted_and_ready() {
             _ => {}
         }
     }
-    assert_eq!((tools.len(), grants.len()), (4, 2));
+    assert_eq!((tools.len(), grants.len()), (6, 2));
+    let is_pod = |t: &Tool| matches!(t.spec.runtime, Some(Runtime::Pod(_)));
     let defaults = TenancyArgs::default()
         .parse()
         .unwrap()
         .resolve("mcc-system")
         .unwrap();
+    let pods_on = TenancyArgs {
+        pod_namespaces: Some("*".into()),
+        ..TenancyArgs::default()
+    }
+    .parse()
+    .unwrap()
+    .resolve("mcc-system")
+    .unwrap();
+
+    // The pod examples: Ready with the pod runtime on, published as declared.
+    let with_pods = assemble(&tools, &grants, &pods_on);
+    for (id, v) in &with_pods.tools {
+        assert!(matches!(v.verdict, Verdict::Ready { .. }), "{id}: {v:?}");
+    }
+    let pod_keys: Vec<&str> = with_pods
+        .document
+        .tools
+        .iter()
+        .filter(|t| !t.runtime.is_local())
+        .map(|t| t.tool.key.as_str())
+        .collect();
+    assert_eq!(pod_keys, ["public.pod_hello", "reports.pod_title_case"]);
+    assert!(
+        with_pods
+            .document
+            .tools
+            .iter()
+            .all(|t| !(t.introspect && !t.runtime.is_local()))
+    );
+
     let assembly = assemble(&tools, &grants, &defaults);
     for (id, v) in &assembly.tools {
-        assert!(matches!(v.verdict, Verdict::Ready { .. }), "{id}: {v:?}");
+        let pod = tools.iter().any(|t| {
+            id.ends_with(&format!("/{}", t.metadata.name.as_deref().unwrap_or(""))) && is_pod(t)
+        });
+        match pod {
+            true => assert!(
+                matches!(v.verdict, Verdict::PodRuntimeNotAllowed { off: true, .. }),
+                "{id}: {v:?}"
+            ),
+            false => assert!(matches!(v.verdict, Verdict::Ready { .. }), "{id}: {v:?}"),
+        }
     }
     for (id, v) in &assembly.grants {
         assert!(matches!(v, Verdict::Ready { .. }), "{id}: {v:?}");
