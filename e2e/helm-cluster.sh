@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Helm chart on a real cluster, end to end (run by .github/workflows/kind-e2e.yaml on
 # kind; works on any cluster that has the images):
-#   helm install --wait; examples/k8s Ready; RBAC as promised (kubectl auth can-i, the
+#   helm install --wait (pod runtime on); examples/k8s Ready, pod Tools included; RBAC as promised (kubectl auth can-i, the
 #   aggregated roles); MCP calls from inside the cluster through the Service: 401 without a
 #   credential, a ServiceAccount token for audience mcc-gateway, an API key, a namespace
 #   the NetworkPolicy refuses; the operator leader killed; helm upgrade; helm uninstall.
@@ -114,8 +114,10 @@ done
 
 step "helm install --wait"
 # shellcheck disable=SC2086 # HELM_EXTRA_ARGS is a list of arguments
+# The pod runtime on: examples/k8s/pod-tools.yaml runs an exec and an fn Tool in Pods.
 helm install "$RELEASE" charts/mcc --namespace "$NS" --create-namespace --wait \
-  --timeout "${TIMEOUT}s" "${values[@]}" ${HELM_EXTRA_ARGS:-} || fail "helm install"
+  --timeout "${TIMEOUT}s" "${values[@]}" --set podRuntime.enabled=true \
+  ${HELM_EXTRA_ARGS:-} || fail "helm install"
 helm -n "$NS" get notes "$RELEASE" | head -30
 kubectl -n "$NS" get deploy,pods,svc,networkpolicy,pdb -o wide
 
@@ -140,7 +142,11 @@ can yes create tokenreviews.authentication.k8s.io --as "$GW_SA"
 can yes get secrets/ops-api -n "$NS" --as "$GW_SA"
 can no list secrets -n "$NS" --as "$GW_SA"
 can no watch secrets --all-namespaces --as "$GW_SA"
-can no create pods -n "$NS" --as "$GW_SA"
+can yes create pods -n "$NS" --as "$GW_SA"          # the pod runtime (podRuntime.enabled)
+can yes get pods/log -n "$NS" --as "$GW_SA"
+can no update pods -n "$NS" --as "$GW_SA"
+can yes create secrets -n "$NS" --as "$GW_SA"       # each call's input, owned by its Pod
+can no update secrets -n "$NS" --as "$GW_SA"
 can no create tools.mcc.dev -n "$NS" --as "$GW_SA"
 can yes update usergrants.mcc.dev --subresource=finalizers -n "$NS" --as "$OP_SA"
 can yes patch "configmaps/$FULL-catalog" -n "$NS" --as "$OP_SA"
@@ -168,9 +174,13 @@ kubectl -n agents create secret generic mcp-check-key --from-literal=key="$key" 
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 mcp_check agents research-agent --url "$URL" --expect-status 401
 mcp_check agents research-agent --url "$URL" --token-file /var/run/mcc/token \
-  --whoami research-agent --execute reports.title_case '{"s": "hello kind"}' 'Hello Kind'
+  --whoami research-agent --execute reports.title_case '{"s": "hello kind"}' 'Hello Kind' \
+  --execute reports.pod_title_case '{"s": "hello pods"}' 'Hello Pods'
 mcp_check agents research-agent --url "$URL" --api-key-env MCC_KEY --whoami alice \
-  --execute ops.whoami_echo '{}' 'called by alice' --execute public.greet '{"name": "kind"}' 'Hello, kind'
+  --execute ops.whoami_echo '{}' 'called by alice' --execute public.greet '{"name": "kind"}' 'Hello, kind' \
+  --execute public.pod_hello '{"name": "kind"}' 'Hello, kind, from mcc-public-pod-hello'
+no_tool_pods() { [ -z "$(kubectl get pods,secrets -A -l app.kubernetes.io/managed-by=mcc-gateway -o name)" ]; }
+until_ok "no tool Pod or input Secret left after the calls" no_tool_pods
 kubectl create namespace outsider --dry-run=client -o yaml | kubectl apply -f -
 mcp_check outsider default --url "$URL" --expect-unreachable
 
