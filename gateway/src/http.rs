@@ -36,6 +36,7 @@ use crate::config::ServerSettings;
 use crate::jsonrpc_guard::{self, BodyLimit};
 use crate::mcp::{McpServer, Shared};
 use crate::metrics::MetricsSettings;
+use crate::sse_coalesce;
 
 /// Everything the probes and `/mcp` need.
 #[derive(Clone)]
@@ -149,6 +150,8 @@ pub fn router_with(
     );
     let mcp = Router::new()
         .nest_service("/mcp", service)
+        // Innermost: a quick SSE answer leaves as one write (head and body).
+        .layer(middleware::from_fn(sse_coalesce::coalesce))
         .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
         // Inside authentication: counts per caller.
         .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))

@@ -25,3 +25,4 @@ pub mod metrics;
 pub mod published;
 pub mod search;
 pub mod session;
+pub mod sse_coalesce;
