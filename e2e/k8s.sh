@@ -17,9 +17,12 @@
 # release image; with kind, `kind load docker-image` a local one first). Checked: the
 # results (params, stdin, context, valueFrom/envFrom references, uid 65533, the Pod's
 # host name), that no param value ever appears in a Pod object (a watch during the
-# calls), and that no Pod or Secret is left behind. When the operator is installed here,
-# MCC_POD_NAMESPACES is set to that namespace; with SKIP_OPERATOR_INSTALL=1 the running
-# operator must allow it. MCC_E2E_SKIP_PODS=1 skips this part.
+# calls), and that no Pod or Secret is left behind; the example pod Tool public.pod_hello
+# (examples/k8s/pod-tools.yaml) runs too. When the operator is installed here,
+# MCC_POD_NAMESPACES is set to mcc-system and that namespace; with
+# SKIP_OPERATOR_INSTALL=1 the running operator must allow both (every example Tool must
+# be Ready). MCC_E2E_SKIP_PODS=1 skips running Pods (the example pod Tools must still be
+# Ready).
 # Skips (exit 0, with a message) when no cluster is reachable.
 set -euo pipefail
 
@@ -60,10 +63,11 @@ if [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
   else
     kubectl apply -l app.kubernetes.io/component=operator -f manifests/mcc.yaml
   fi
-  if [ -n "$PODS" ]; then
-    # The gateway may create Pods in the pod Tools' namespace (its RBAC scope).
-    kubectl -n "$NS_OP" set env deploy/mcc-operator MCC_POD_NAMESPACES="$NS_PODS"
-  fi
+  # The gateway may create Pods in the pod Tools' namespaces (its RBAC scope): the
+  # examples' own pod Tools (examples/k8s/pod-tools.yaml) live in $NS_TOOLS.
+  pod_namespaces=$NS_TOOLS
+  [ -z "$PODS" ] || pod_namespaces="$NS_TOOLS,$NS_PODS"
+  kubectl -n "$NS_OP" set env deploy/mcc-operator MCC_POD_NAMESPACES="$pod_namespaces"
   kubectl -n "$NS_OP" rollout status deploy/mcc-operator --timeout="${TIMEOUT}s"
 fi
 
@@ -165,7 +169,7 @@ if [ -n "$PODS" ]; then
   pod_env=(MCC_EXECUTION__POD__ENABLED=true POD_NAME=e2e-k8s-gateway
            MCC_EXECUTION__POD__DEFAULT_IMAGE="$EXECUTOR_IMAGE"
            MCC_EXECUTION__POD__RUNNER_IMAGE="$EXECUTOR_IMAGE"
-           MCC_EXECUTION__POD__NAMESPACES="$NS_PODS" MCC_EXECUTION__POD__INSTANCE=mcc-e2e)
+           MCC_EXECUTION__POD__NAMESPACES="$NS_TOOLS;$NS_PODS" MCC_EXECUTION__POD__INSTANCE=mcc-e2e)
 fi
 env "${pod_env[@]}" MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
   MCC_EXECUTION__EXECUTOR_SOCKET="$socket" \
@@ -211,14 +215,16 @@ if [ -n "$PODS" ]; then
   out=$(mcp tools/call '{"name":"execute","arguments":{"key":"public.pod_hostname","params":{}}}' "$sid") \
     || fail "execute public.pod_hostname was refused"
   [[ "$out" == *mcc-public-pod-hostname-* ]] || fail "public.pod_hostname did not run in its Pod: $out"
+  mcp tools/call '{"name":"execute","arguments":{"key":"public.pod_hello","params":{"name":"k8s"}}}' "$sid" \
+    | grep -q 'Hello, k8s, from mcc-public-pod-hello-' || fail "the example pod Tool public.pod_hello did not run in its Pod"
   sleep 2
   kill $watcher 2>/dev/null || true
   grep -q '"mcc-public-pod-shell-' /tmp/mcc-e2e-pods-watch.json || fail "the watch saw no Pod of public.pod_shell"
   ! grep -q "$marker" /tmp/mcc-e2e-pods-watch.json || fail "a param value appeared in a Pod object"
   deadline=$((SECONDS + 60))
   selector=app.kubernetes.io/managed-by=mcc-gateway,app.kubernetes.io/instance=mcc-e2e
-  until [ -z "$(kubectl -n "$NS_PODS" get pods,secrets -l "$selector" -o name)" ]; do
-    [ $SECONDS -lt $deadline ] || fail "left behind: $(kubectl -n "$NS_PODS" get pods,secrets -l "$selector" -o name)"
+  until [ -z "$(kubectl get pods,secrets -A -l "$selector" -o name)" ]; do
+    [ $SECONDS -lt $deadline ] || fail "left behind: $(kubectl get pods,secrets -A -l "$selector" -o name)"
     sleep 2
   done
 fi
