@@ -8,8 +8,9 @@
 //!
 //! Wire form (a ConfigMap): the JSON under [`DATA_KEY`] in `data`, or gzip-compressed under
 //! [`GZIP_KEY`] in `binaryData` when it is larger than [`COMPRESS_ABOVE`]; the content hash
-//! in the [`HASH_ANNOTATION`] annotation. [`encode`] refuses a document that would not fit
-//! under Kubernetes' 1 MiB object limit; [`decode`] reads either form.
+//! in the [`HASH_ANNOTATION`] annotation; [`decode`] reads either form. A document whose
+//! compressed form would not fit under Kubernetes' 1 MiB object limit is split across
+//! several ConfigMaps ([`crate::shards`]).
 
 use std::io::{Read, Write};
 
@@ -241,9 +242,13 @@ impl CatalogDocument {
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
     #[error(
-        "the catalog is too large for one ConfigMap: {size} bytes after compression (limit {limit}); split tools across fewer fields or remove some"
+        "the catalog is too large to publish even split into {shards} ConfigMaps: {size} bytes after compression (limit {limit}); remove tools or shorten their descriptions"
     )]
-    TooLarge { size: usize, limit: usize },
+    TooLarge {
+        size: usize,
+        limit: usize,
+        shards: usize,
+    },
     #[error("catalog document is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("catalog document cannot be (de)compressed: {0}")]
@@ -287,7 +292,8 @@ impl Payload {
     }
 }
 
-/// Serializes (normalized), hashes, and compresses when large.
+/// Serializes (normalized), hashes, and compresses when large. Whether the result fits
+/// one ConfigMap is [`crate::shards::layout`]'s to decide.
 pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
     let mut doc = doc.clone();
     doc.normalize();
@@ -300,13 +306,6 @@ pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
     } else {
         Payload::Json(json)
     };
-    let size = payload.stored_size();
-    if size > MAX_PAYLOAD {
-        return Err(DocumentError::TooLarge {
-            size,
-            limit: MAX_PAYLOAD,
-        });
-    }
     Ok(Encoded { hash, payload })
 }
 
@@ -459,7 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn large_documents_are_gzipped_and_too_large_ones_refused() {
+    fn large_documents_are_gzipped() {
         let mut doc = CatalogDocument::default();
         for i in 0..2000 {
             let mut t = tool(&format!("tool{i:05}"));
@@ -471,23 +470,6 @@ mod tests {
             panic!("expected gzip")
         };
         assert_eq!(decode(None, Some(bytes)).unwrap().tools.len(), 2000);
-
-        // Incompressible descriptions push it over the limit.
-        let mut huge = CatalogDocument::default();
-        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-        for i in 0..1200u32 {
-            let mut t = tool(&format!("t{i}"));
-            t.tool.description = (0..1000)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    char::from(b'!' + (state % 90) as u8)
-                })
-                .collect();
-            huge.tools.push(t);
-        }
-        assert!(matches!(encode(&huge), Err(DocumentError::TooLarge { .. })));
     }
 
     #[test]

@@ -56,7 +56,21 @@ impl ApiServer {
         path: &str,
         reply: impl FnOnce(&Seen) -> (u16, Value),
     ) -> Seen {
-        self.respond(method, path, |seen| {
+        self.respond(method, Some(path), |seen| {
+            let (status, body) = reply(seen);
+            (status, serde_json::to_vec(&body).expect("a JSON reply"))
+        })
+        .await
+    }
+
+    /// Like [`Self::expect_with`] for a request of any path (the test checks `Seen::path`):
+    /// a sequence whose names the code under test chooses.
+    pub async fn expect_any_path(
+        &mut self,
+        method: &str,
+        reply: impl FnOnce(&Seen) -> (u16, Value),
+    ) -> Seen {
+        self.respond(method, None, |seen| {
             let (status, body) = reply(seen);
             (status, serde_json::to_vec(&body).expect("a JSON reply"))
         })
@@ -71,7 +85,8 @@ impl ApiServer {
         status: u16,
         body: Vec<u8>,
     ) -> Seen {
-        self.respond(method, path, move |_| (status, body)).await
+        self.respond(method, Some(path), move |_| (status, body))
+            .await
     }
 
     /// Asserts that no request arrives within a short while.
@@ -85,13 +100,13 @@ impl ApiServer {
     async fn respond(
         &mut self,
         method: &str,
-        path: &str,
+        path: Option<&str>,
         reply: impl FnOnce(&Seen) -> (u16, Vec<u8>),
     ) -> Seen {
         let (request, send) = tokio::time::timeout(WAIT, self.0.next_request())
             .await
-            .unwrap_or_else(|_| panic!("timed out waiting for {method} {path}"))
-            .unwrap_or_else(|| panic!("the client closed before {method} {path}"));
+            .unwrap_or_else(|_| panic!("timed out waiting for {method} {path:?}"))
+            .unwrap_or_else(|| panic!("the client closed before {method} {path:?}"));
         let content_type = request
             .headers()
             .get("content-type")
@@ -118,7 +133,7 @@ impl ApiServer {
         };
         assert_eq!(
             (seen.method.as_str(), seen.path.as_str()),
-            (method, path),
+            (method, path.unwrap_or(&seen.path)),
             "{seen:#?}"
         );
         let (status, body) = reply(&seen);

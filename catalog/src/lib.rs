@@ -5,7 +5,8 @@
 //!   catalog's rules, each in one place and free of I/O;
 //! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
 //!   and run Python for fn introspection);
-//! - [`document`], [`apikey`]: the catalog document the operator publishes and gateways
+//! - [`document`], [`shards`], [`apikey`]: the catalog document the operator publishes (in
+//!   one ConfigMap, or split across several when large) and gateways
 //!   in Kubernetes mode load, and the API-key format it carries;
 //! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources.
@@ -24,6 +25,7 @@ pub mod load;
 pub mod params;
 pub mod pyfmt;
 pub mod rbac;
+pub mod shards;
 pub mod signature;
 pub mod spec;
 pub mod template;

@@ -51,6 +51,8 @@ pub struct Metrics {
     pub catalog_bytes: Gauge,
     /// Tools in the last published catalog.
     pub catalog_tools: Gauge,
+    /// Shard ConfigMaps of the last published catalog (0: one ConfigMap).
+    pub catalog_shards: Gauge,
     /// Objects not Ready in the last assembly, by kind and reason (counts only: names
     /// are on the objects' statuses).
     excluded: Family<ExcludedLabel, Gauge>,
@@ -69,6 +71,7 @@ impl Default for Metrics {
         let publishes = Counter::default();
         let catalog_bytes = Gauge::default();
         let catalog_tools = Gauge::default();
+        let catalog_shards = Gauge::default();
         let excluded = Family::<ExcludedLabel, Gauge>::default();
         registry.register("reconciliations", "Reconciles run", reconciles.clone());
         registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
@@ -93,6 +96,11 @@ impl Default for Metrics {
             catalog_tools.clone(),
         );
         registry.register(
+            "catalog_shards",
+            "Shard ConfigMaps of the published catalog (0: one ConfigMap)",
+            catalog_shards.clone(),
+        );
+        registry.register(
             "objects_not_ready",
             "Tools and UserGrants not Ready in the last assembly, by reason",
             excluded.clone(),
@@ -105,6 +113,7 @@ impl Default for Metrics {
             publishes,
             catalog_bytes,
             catalog_tools,
+            catalog_shards,
             excluded,
         }
     }

@@ -1,37 +1,37 @@
-//! Publishing the catalog: one ConfigMap (by default `mcc-catalog` in the operator's
-//! namespace) holding the [`mcc_catalog::document`] of every ready tool and every user.
+//! Publishing the catalog: the ConfigMap `mcc-catalog` (by default, in the operator's
+//! namespace) holding the [`mcc_catalog::document`] of every ready tool and every user, or,
+//! when the compressed document does not fit one object, the index of the shard
+//! ConfigMaps that hold it ([`writer`]: the write order that keeps the swap atomic).
 //!
 //! The publisher wakes when a reconcile says something changed (and on a resync tick, so
 //! deletes are noticed: a deleted object leaves the watch cache without a reconcile),
 //! waits a short debounce so a burst of changes makes one write, assembles the document
 //! from the watch caches, and writes it by server-side apply only when its content hash
 //! differs from the last one written (read back from the ConfigMap at start). A document
-//! too large for a ConfigMap is not written: the error is logged, counted, and shown on
+//! too large even for every shard is not written: the error is logged, counted, and shown on
 //! every Tool's status, and the previous catalog stays in place. When an object's status
 //! no longer matches the assembly (another object changed its verdict), the publisher asks
 //! for a reconcile of every object of that kind.
+
+mod writer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::channel::mpsc;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-use kube::{Client, ResourceExt};
-use mcc_catalog::document::{
-    self, CatalogDocument, DocumentError, Encoded, FORMAT_ANNOTATION, FORMAT_VERSION,
-    HASH_ANNOTATION, Payload,
-};
+use mcc_catalog::document::DocumentError;
 
-use crate::apikey::MANAGED_LABEL;
 use crate::assemble::{Assembly, assemble, object_key};
 use crate::controller::Context;
 use crate::controller::tool::expected_ready;
-use crate::metrics::Metrics;
-use crate::status::{API_KEY_NOT_ISSUED, FIELD_MANAGER, ready_reason, ready_state};
+use crate::status::{API_KEY_NOT_ISSUED, ready_reason, ready_state};
 use crate::{Error, Result};
+
+pub use writer::{CatalogPublisher, SHARD_OF_LABEL};
+
+#[cfg(test)]
+mod writer_tests;
 
 /// Where and how often to publish.
 #[derive(Debug, Clone)]
@@ -42,94 +42,6 @@ pub struct PublishSettings {
     pub debounce: Duration,
     /// Assemble at least this often (notices deletes).
     pub resync: Duration,
-}
-
-/// Writes the catalog ConfigMap, skipping writes of unchanged content.
-pub struct CatalogPublisher {
-    api: Api<ConfigMap>,
-    name: String,
-    namespace: String,
-    last_hash: Option<String>,
-}
-
-impl CatalogPublisher {
-    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
-        Self {
-            api: Api::namespaced(client, namespace),
-            name: name.to_string(),
-            namespace: namespace.to_string(),
-            last_hash: None,
-        }
-    }
-
-    /// Reads the hash of the ConfigMap already there, so a restart rewrites nothing.
-    pub async fn load_last(&mut self) -> Result<()> {
-        let existing = self.api.get_opt(&self.name).await.map_err(Error::Kube)?;
-        self.last_hash = existing.and_then(|cm| cm.annotations().get(HASH_ANNOTATION).cloned());
-        Ok(())
-    }
-
-    /// Writes `doc` if its content changed; `Ok(true)` when it wrote.
-    pub async fn publish(&mut self, doc: &CatalogDocument, metrics: &Metrics) -> Result<bool> {
-        let encoded = document::encode(doc)?;
-        if self.last_hash.as_deref() == Some(encoded.hash.as_str()) {
-            return Ok(false);
-        }
-        let cm = self.config_map(&encoded);
-        self.api
-            .patch(
-                &self.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
-            .await
-            .map_err(Error::Kube)?;
-        tracing::info!(hash = %encoded.hash, tools = doc.tools.len(), users = doc.users.len(), key = encoded.payload.key(), "published the catalog");
-        metrics.publishes.inc();
-        metrics
-            .catalog_bytes
-            .set(encoded.payload.stored_size() as i64);
-        metrics.catalog_tools.set(doc.tools.len() as i64);
-        self.last_hash = Some(encoded.hash);
-        Ok(true)
-    }
-
-    fn config_map(&self, encoded: &Encoded) -> ConfigMap {
-        let (data, binary_data) = match &encoded.payload {
-            Payload::Json(text) => (
-                Some(BTreeMap::from([(
-                    document::DATA_KEY.to_string(),
-                    text.clone(),
-                )])),
-                None,
-            ),
-            Payload::Gzip(bytes) => (
-                None,
-                Some(BTreeMap::from([(
-                    document::GZIP_KEY.to_string(),
-                    ByteString(bytes.clone()),
-                )])),
-            ),
-        };
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(self.name.clone()),
-                namespace: Some(self.namespace.clone()),
-                labels: Some(BTreeMap::from([(
-                    MANAGED_LABEL.0.to_string(),
-                    MANAGED_LABEL.1.to_string(),
-                )])),
-                annotations: Some(BTreeMap::from([
-                    (HASH_ANNOTATION.to_string(), encoded.hash.clone()),
-                    (FORMAT_ANNOTATION.to_string(), FORMAT_VERSION.to_string()),
-                ])),
-                ..Default::default()
-            },
-            data,
-            binary_data,
-            ..Default::default()
-        }
-    }
 }
 
 /// Whether some Tool's status disagrees with the assembly (then every Tool is
@@ -305,7 +217,10 @@ mod tests {
     use crate::fixtures::{
         ApiServerVerifier, GrantBuilder, TestGrant, TestTool, assert_apply, context, not_found,
     };
-    use mcc_catalog::document::decode;
+    use crate::metrics::Metrics;
+    use mcc_catalog::document::{
+        self, CatalogDocument, FORMAT_ANNOTATION, HASH_ANNOTATION, decode,
+    };
     use serde_json::{Value, json};
 
     const CM: &str = "/api/v1/namespaces/mcc-system/configmaps/mcc-catalog";
@@ -506,7 +421,9 @@ mod tests {
         // (These Tools have no status yet, so a reconcile of all was asked for.)
         assert!(rx.try_recv().is_ok());
 
-        // Incompressible content beyond the limit: nothing written, every Tool told why.
+        // Incompressible content beyond the limit (one shard here, to keep the test
+        // small): nothing written, every Tool told why.
+        publisher.max_shards = 1;
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
         let huge: Vec<_> = (0..1100)
             .map(|i| {

@@ -1,0 +1,237 @@
+//! Writing the catalog: the catalog ConfigMap alone while the compressed document fits one
+//! object ([`Layout::Single`], the form every gateway reads), else shard ConfigMaps and the
+//! catalog ConfigMap as their index ([`mcc_catalog::shards`]).
+//!
+//! Order of a sharded write: every shard of the new version (server-side apply, in the slot
+//! the current index does not use), then the index naming them, then the deletion of the
+//! previous version's shards. A gateway that reads the index therefore finds either the
+//! complete previous set or the complete new one; a failure half-way leaves the previous
+//! index and its shards untouched (the next cycle writes again: the hash still differs).
+//! A shard that could not be deleted is retried at the next cycle.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use mcc_catalog::document::{
+    self, CatalogDocument, Encoded, FORMAT_ANNOTATION, FORMAT_VERSION, HASH_ANNOTATION, Payload,
+};
+use mcc_catalog::shards::{
+    self, INDEX_KEY, Layout, PART_HASH_ANNOTATION, PART_KEY, ShardIndex, Slot,
+};
+
+use crate::apikey::MANAGED_LABEL;
+use crate::metrics::Metrics;
+use crate::status::FIELD_MANAGER;
+use crate::{Error, Result};
+
+/// Label on a shard: the catalog ConfigMap whose index names it.
+pub const SHARD_OF_LABEL: &str = "mcc.dev/catalog-shard-of";
+
+/// Writes the catalog ConfigMap (and its shards), skipping writes of unchanged content.
+pub struct CatalogPublisher {
+    pub(super) api: Api<ConfigMap>,
+    name: String,
+    namespace: String,
+    last_hash: Option<String>,
+    /// The slot and shard names the index in place uses (none: one ConfigMap).
+    current: Option<(Slot, Vec<String>)>,
+    /// Shards of earlier versions whose deletion failed, retried each cycle.
+    stale: Vec<String>,
+    /// Most shards a catalog may take ([`shards::MAX_SHARDS`]; lower in tests).
+    pub(super) max_shards: usize,
+}
+
+impl CatalogPublisher {
+    pub fn new(client: Client, namespace: &str, name: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            last_hash: None,
+            current: None,
+            stale: Vec::new(),
+            max_shards: shards::MAX_SHARDS,
+        }
+    }
+
+    /// Reads the hash (and the shards, if sharded) of the catalog already there, so a
+    /// restart rewrites nothing and later writes delete the right shards.
+    pub async fn load_last(&mut self) -> Result<()> {
+        let existing = self.api.get_opt(&self.name).await.map_err(Error::Kube)?;
+        self.last_hash = existing
+            .as_ref()
+            .and_then(|cm| cm.annotations().get(HASH_ANNOTATION).cloned());
+        let index = existing
+            .as_ref()
+            .and_then(|cm| cm.data.as_ref()?.get(INDEX_KEY).cloned());
+        self.current = match index.map(|text| ShardIndex::parse(&self.name, &text)) {
+            Some(Ok(index)) => Some((
+                index.slot,
+                index.shards.into_iter().map(|s| s.name).collect(),
+            )),
+            Some(Err(e)) => {
+                // Rewritten at the first publish (its hash is unknown).
+                tracing::warn!(error = %e, "the catalog index in place cannot be read");
+                self.last_hash = None;
+                None
+            }
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// Writes `doc` if its content changed; `Ok(true)` when it wrote.
+    pub async fn publish(&mut self, doc: &CatalogDocument, metrics: &Metrics) -> Result<bool> {
+        let encoded = document::encode(doc)?;
+        if self.last_hash.as_deref() == Some(encoded.hash.as_str()) {
+            self.delete_stale().await;
+            return Ok(false);
+        }
+        let slot = self
+            .current
+            .as_ref()
+            .map_or(Slot::A, |(slot, _)| slot.other());
+        let hash = encoded.hash.clone();
+        let (index, shard_names, bytes) =
+            match shards::layout(encoded, &self.name, slot, self.max_shards)? {
+                Layout::Single(encoded) => {
+                    let bytes = encoded.payload.stored_size();
+                    (self.single(&encoded), None, bytes)
+                }
+                Layout::Sharded { index, parts } => {
+                    for (shard, part) in index.shards.iter().zip(parts) {
+                        let cm = self.shard(&shard.name, &index.hash, &shard.sha256, part);
+                        self.apply(&shard.name, &cm).await?;
+                    }
+                    let bytes = index.shards.iter().map(|s| s.bytes).sum();
+                    let names: Vec<String> = index.shards.iter().map(|s| s.name.clone()).collect();
+                    (self.index(&index)?, Some((index.slot, names)), bytes)
+                }
+            };
+        self.apply(&self.name.clone(), &index).await?;
+        let shard_count = shard_names.as_ref().map_or(0, |(_, n)| n.len());
+        tracing::info!(%hash, tools = doc.tools.len(), users = doc.users.len(), shards = shard_count, bytes, "published the catalog");
+        metrics.publishes.inc();
+        metrics.catalog_bytes.set(bytes as i64);
+        metrics.catalog_tools.set(doc.tools.len() as i64);
+        metrics.catalog_shards.set(shard_count as i64);
+        if let Some((_, old)) = std::mem::replace(&mut self.current, shard_names) {
+            self.stale.extend(old);
+        }
+        let keep = self
+            .current
+            .as_ref()
+            .map(|(_, n)| n.clone())
+            .unwrap_or_default();
+        self.stale.retain(|n| !keep.contains(n));
+        self.last_hash = Some(hash);
+        self.delete_stale().await;
+        Ok(true)
+    }
+
+    /// Deletes the shards no index names any more; a failure is logged and retried later.
+    async fn delete_stale(&mut self) {
+        let mut failed = Vec::new();
+        for name in std::mem::take(&mut self.stale) {
+            match self.api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    tracing::warn!(shard = %name, error = %e, "cannot delete an old catalog shard; retrying at the next publish cycle");
+                    failed.push(name);
+                }
+            }
+        }
+        self.stale = failed;
+    }
+
+    async fn apply(&self, name: &str, cm: &ConfigMap) -> Result<()> {
+        self.api
+            .patch(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(cm),
+            )
+            .await
+            .map_err(Error::Kube)?;
+        Ok(())
+    }
+
+    fn meta(&self, name: &str, annotations: BTreeMap<String, String>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(self.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                MANAGED_LABEL.0.to_string(),
+                MANAGED_LABEL.1.to_string(),
+            )])),
+            annotations: Some(annotations),
+            ..Default::default()
+        }
+    }
+
+    fn catalog_annotations(hash: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            (HASH_ANNOTATION.to_string(), hash.to_string()),
+            (FORMAT_ANNOTATION.to_string(), FORMAT_VERSION.to_string()),
+        ])
+    }
+
+    /// The catalog ConfigMap holding the whole document.
+    fn single(&self, encoded: &Encoded) -> ConfigMap {
+        let (data, binary_data) = match &encoded.payload {
+            Payload::Json(text) => (
+                Some(BTreeMap::from([(
+                    document::DATA_KEY.to_string(),
+                    text.clone(),
+                )])),
+                None,
+            ),
+            Payload::Gzip(bytes) => (
+                None,
+                Some(BTreeMap::from([(
+                    document::GZIP_KEY.to_string(),
+                    ByteString(bytes.clone()),
+                )])),
+            ),
+        };
+        ConfigMap {
+            metadata: self.meta(&self.name, Self::catalog_annotations(&encoded.hash)),
+            data,
+            binary_data,
+            ..Default::default()
+        }
+    }
+
+    /// The catalog ConfigMap as the index of `index`'s shards.
+    fn index(&self, index: &ShardIndex) -> Result<ConfigMap> {
+        let text = serde_json::to_string(index).map_err(document::DocumentError::from)?;
+        Ok(ConfigMap {
+            metadata: self.meta(&self.name, Self::catalog_annotations(&index.hash)),
+            data: Some(BTreeMap::from([(INDEX_KEY.to_string(), text)])),
+            ..Default::default()
+        })
+    }
+
+    /// One shard: its bytes, its own hash and the hash of the version it belongs to.
+    fn shard(&self, name: &str, hash: &str, part_hash: &str, part: Vec<u8>) -> ConfigMap {
+        let mut meta = self.meta(
+            name,
+            BTreeMap::from([
+                (HASH_ANNOTATION.to_string(), hash.to_string()),
+                (PART_HASH_ANNOTATION.to_string(), part_hash.to_string()),
+            ]),
+        );
+        if let Some(labels) = meta.labels.as_mut() {
+            labels.insert(SHARD_OF_LABEL.to_string(), self.name.clone());
+        }
+        ConfigMap {
+            metadata: meta,
+            binary_data: Some(BTreeMap::from([(PART_KEY.to_string(), ByteString(part))])),
+            ..Default::default()
+        }
+    }
+}
