@@ -138,6 +138,12 @@ pub struct ToolSpec {
     /// Cache results of this tool for this many seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<u64>,
+    /// Calls each caller may make in a window: `<count>/<n><s|min|h>` (`10/1min`,
+    /// `100/1h`; MCC's `hr` too), or `unlimited` / `-1`. Wins over the gateway's group and
+    /// global limits. Checked by the operator (raw, like `transform`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "rate_limit_text")]
+    pub rate_limit: Option<Value>,
     /// The return type shown in an fn tool's signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_type: Option<String>,
@@ -379,6 +385,13 @@ fn bool_or_string_list(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "description": "true, false, or a list of fnmatch globs over variable names",
         "x-kubernetes-preserve-unknown-fields": true
+    })
+}
+
+fn rate_limit_text(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "<count>/<n><s|min|h> (e.g. 10/1min), or unlimited / -1",
+        "x-kubernetes-int-or-string": true
     })
 }
 

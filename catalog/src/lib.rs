@@ -1,7 +1,7 @@
 //! The one definition of an MCC catalog, shared by the gateway and the operator.
 //!
 //! - [`tool`]: the data model (tools, params, limits, users);
-//! - [`key`], [`rbac`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
+//! - [`key`], [`rbac`], [`rate`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
 //!   catalog's rules, each in one place and free of I/O;
 //! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
 //!   and run Python for fn introspection);
@@ -24,6 +24,7 @@ pub mod kube_mock;
 pub mod load;
 pub mod params;
 pub mod pyfmt;
+pub mod rate;
 pub mod rbac;
 pub mod shards;
 pub mod signature;

@@ -101,6 +101,7 @@ mod tests {
             env_passthrough: Default::default(),
             transform: None,
             cache_ttl: None,
+            rate_limit: None,
             return_type: Some("str".into()),
             source: String::new(),
         }

@@ -30,6 +30,7 @@ pub const ENTRY_KEYS: &[&str] = &[
     "env_passthrough",
     "transform",
     "cache_ttl",
+    "rate_limit",
     "return_type",
     "python",
 ];
@@ -60,6 +61,8 @@ pub struct ToolEntry {
     pub env_passthrough: EnvPassthrough,
     pub transform: Option<Transform>,
     pub cache_ttl: Option<u64>,
+    /// `<count>/<n><s|min|h>` or unlimited (`-1`), see [`crate::rate`].
+    pub rate_limit: Option<crate::rate::RateLimit>,
     pub return_type: Option<String>,
     pub python: Option<String>,
 }
@@ -360,6 +363,7 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
         env_passthrough: entry.env_passthrough,
         transform,
         cache_ttl: entry.cache_ttl,
+        rate_limit: entry.rate_limit,
         return_type: entry.return_type,
         source: source.to_string(),
     };
@@ -415,6 +419,17 @@ mod tests {
 
     fn build(v: Value) -> Result<(Tool, bool), EntryError> {
         build_tool(parse_entry(v)?, "t.yaml").map(|b| (b.tool, b.needs_introspection))
+    }
+
+    #[test]
+    fn rate_limit_in_any_spelling_or_an_error_naming_it() {
+        let (t, _) = build(json!({"name": "t", "exec": "ls", "rate_limit": "5/1hr"})).unwrap();
+        assert_eq!(t.rate_limit.map(|r| r.to_string()).as_deref(), Some("5/1h"));
+        let (t, _) = build(json!({"name": "t", "exec": "ls", "rate_limit": -1})).unwrap();
+        assert_eq!(t.rate_limit, Some(crate::rate::RateLimit::Unlimited));
+        let e = build(json!({"name": "t", "exec": "ls", "rate_limit": "often"})).unwrap_err();
+        assert_eq!(e.field, "rate_limit");
+        assert!(e.message.contains("10/1min"), "{}", e.message);
     }
 
     #[test]

@@ -223,6 +223,10 @@ pub struct Tool {
     pub transform: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_ttl: Option<u64>,
+    /// Calls per caller admitted in a window (`10/1min`), or unlimited; `None` leaves
+    /// the caller's group or the global limit in force. See [`crate::rate`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<crate::rate::RateLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_type: Option<String>,
     /// Where the tool was defined (`file.yaml: tools[2] 'name'` or `Tool ns/name`), for

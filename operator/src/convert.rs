@@ -14,6 +14,7 @@ use mcc_catalog::crd::{self, ToolLimits, ToolParam, ToolSpec};
 use mcc_catalog::document::{
     CatalogTool, EnvFromRef, EnvValueRef, PodSpec, RefKind, Runtime as DocRuntime,
 };
+use mcc_catalog::rate::RateLimit;
 use mcc_catalog::spec::{ParamEntry, Scalar, ToolEntry, Transform, build_tool};
 use mcc_catalog::tool::{EnvPassthrough, Limits, Param, Tool, ToolKind};
 use sha2::{Digest, Sha256};
@@ -42,6 +43,7 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     let env_from = env_from_refs(&spec.env_from)?;
     let env_passthrough = raw_field::<EnvPassthrough>(&spec.env_passthrough, "envPassthrough")?;
     let transform = raw_field::<Transform>(&spec.transform, "transform")?;
+    let rate_limit = rate_limit(spec.rate_limit.as_ref())?;
     let entry = ToolEntry {
         func: spec.func.clone(),
         exec: spec.exec.clone(),
@@ -65,6 +67,7 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         env_passthrough: env_passthrough.unwrap_or_default(),
         transform,
         cache_ttl: spec.cache_ttl,
+        rate_limit,
         return_type: spec.return_type.clone(),
         python: spec.python.clone(),
     };
@@ -135,6 +138,16 @@ fn raw_field<T: serde::de::DeserializeOwned>(
                 },
             )
         })
+}
+
+/// `rateLimit`: text in any spelling [`mcc_catalog::rate`] accepts, or the number -1.
+fn rate_limit(value: Option<&serde_json::Value>) -> Result<Option<RateLimit>, Invalid> {
+    value
+        .map(|v| {
+            serde_json::from_value::<RateLimit>(v.clone())
+                .map_err(|e| invalid("rateLimit", e.to_string()))
+        })
+        .transpose()
 }
 
 fn param_entry(p: &ToolParam) -> ParamEntry {
@@ -361,6 +374,9 @@ pub fn tool_resource(
         },
         transform: tool.transform.clone().map(serde_json::Value::String),
         cache_ttl: tool.cache_ttl,
+        rate_limit: tool
+            .rate_limit
+            .map(|r| serde_json::Value::String(r.to_string())),
         return_type: tool.return_type.clone(),
         runtime: None,
     };
@@ -479,6 +495,34 @@ mod tests {
         ))
         .unwrap_err();
         assert_eq!(e.field, "transform");
+    }
+
+    #[test]
+    fn rate_limits_take_every_spelling_and_name_the_field() {
+        let limit = |v: serde_json::Value| {
+            catalog_tool(&resource(
+                json!({"name": "x", "exec": "ls", "rateLimit": v}),
+            ))
+            .map(|t| t.tool.rate_limit)
+        };
+        assert_eq!(
+            limit(json!("10/1min")).unwrap().unwrap().to_string(),
+            "10/1min"
+        );
+        assert_eq!(
+            limit(json!("60/1hr")).unwrap().unwrap().to_string(),
+            "60/1h"
+        );
+        assert_eq!(limit(json!(-1)).unwrap(), Some(RateLimit::Unlimited));
+        assert_eq!(
+            limit(json!("unlimited")).unwrap(),
+            Some(RateLimit::Unlimited)
+        );
+        let e = limit(json!("10 per minute")).unwrap_err();
+        assert_eq!(e.field, "rateLimit");
+        assert!(e.to_string().contains("10/1min"), "{e}");
+        let none = catalog_tool(&resource(json!({"name": "x", "exec": "ls"}))).unwrap();
+        assert_eq!(none.tool.rate_limit, None);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub(super) fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
         env_passthrough: Default::default(),
         transform: None,
         cache_ttl: None,
+        rate_limit: None,
         return_type: None,
         source: String::new(),
     }
