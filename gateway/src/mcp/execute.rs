@@ -154,7 +154,7 @@ async fn run(
 /// output) that parses as JSON is returned as that JSON value: `echo 5` gives the number
 /// 5, a JSON object on stdout becomes structured content. An fn tool's string result
 /// stays a string.
-fn parse_shell_json(tool: &mcc_catalog::Tool, outcome: Outcome) -> Outcome {
+pub fn parse_shell_json(tool: &mcc_catalog::Tool, outcome: Outcome) -> Outcome {
     let from_shell = !tool.kind.is_fn() || tool.transform.is_some();
     match outcome {
         Outcome::Success(Value::String(text)) if from_shell => {
