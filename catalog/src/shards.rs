@@ -186,7 +186,8 @@ pub fn layout(
     })
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` gzip-compressed (default level).
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(bytes).expect("writing to memory");

@@ -1,6 +1,7 @@
 //! Kubernetes mode (feature `kubernetes`): the gateway's calls to the Kubernetes API.
 //!
-//! - [`watch`]: the operator's catalog ConfigMap, watched and installed into the
+//! - [`watch`], [`shards`]: the operator's catalog ConfigMap (and the shards it names when
+//!   the catalog is large), watched and installed into the
 //!   [`crate::catalog::LiveCatalog`];
 //! - [`env`]: `envFrom`/`valueFrom` values from Secrets and ConfigMaps at execution time;
 //! - [`pods`]: the pod runtime (`runtime: pod` Tools, each call in its own Pod) and the
@@ -15,6 +16,7 @@
 pub mod env;
 pub mod errors;
 pub mod pods;
+pub mod shards;
 pub mod token_review;
 pub mod watch;
 

@@ -1,24 +1,31 @@
 //! Kubernetes mode's catalog source: the operator's ConfigMap, watched with kube-runtime
 //! (list, then watch, re-listing with backoff after errors). Each new version (by its
-//! `mcc.dev/catalog-hash` annotation) is decoded and its users and API keys swapped in at
-//! once; its tools are then built by a serial worker ([`crate::catalog::follow::Latest`]:
-//! introspection runs Python, up to its timeout) and installed, and the search index
-//! follows on its own worker. So a revoked key or a deleted grant stops working on the
-//! next request after the watch event, whatever the tools are doing; requests already
-//! running finish on the old snapshot. A document that cannot be decoded, a deleted
-//! ConfigMap or a broken watch keeps the last good catalog and puts a reason in `/readyz`.
+//! `mcc.dev/catalog-hash` annotation) is read — the document itself, or the index of a
+//! sharded catalog and every shard it names ([`super::shards`], all or nothing) — and
+//! decoded, and its users and API keys swapped in at once; its tools are then built by a
+//! serial worker ([`crate::catalog::follow::Latest`]: introspection runs Python, up to its
+//! timeout) and installed, and the search index follows on its own worker. So a revoked
+//! key or a deleted grant stops working on the next request after the watch event,
+//! whatever the tools are doing; requests already running finish on the old snapshot. A
+//! document that cannot be decoded, a shard missing or not matching its index, a deleted
+//! ConfigMap or a broken watch keeps the last good catalog and puts a reason in
+//! `/readyz`; a version whose shards could not be read is read again (1 s, doubling up to
+//! 30 s) until it can be, or a newer one arrives.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use mcc_catalog::document::{CatalogTool, DATA_KEY, GZIP_KEY, HASH_ANNOTATION};
+use mcc_catalog::document::{CatalogTool, HASH_ANNOTATION};
 use mcc_catalog::introspect::Introspector;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::shards;
 use crate::catalog::follow::{Latest, follower};
 use crate::catalog::{LiveCatalog, OnReload, Part};
 use crate::published;
@@ -40,6 +47,18 @@ impl std::fmt::Display for CatalogConfigMap {
 /// hash, and how many tool entries could not even be read.
 type ToolJob = (Vec<CatalogTool>, Option<String>, usize);
 
+/// First wait before a version whose shards could not be read is read again.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// Longest wait between two reads of such a version.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// A version that could not be read yet, and when to try again.
+struct Retry {
+    cm: ConfigMap,
+    wait: Duration,
+    at: Instant,
+}
+
 /// Watches the ConfigMap and installs each new catalog until `stop` fires.
 pub async fn run(
     live: Arc<LiveCatalog>,
@@ -59,15 +78,25 @@ pub async fn run(
         })
     };
     let api: Api<ConfigMap> = Api::namespaced(client, &source.namespace);
-    let stream = watcher::watch_object(api, &source.name).default_backoff();
+    let stream = watcher::watch_object(api.clone(), &source.name).default_backoff();
     let mut stream = std::pin::pin!(stream);
     // The hash of the last document decoded and handed on (its tools may still be
     // building): a resync or re-list of it changes nothing.
     let mut applied: Option<String> = None;
+    let mut retry: Option<Retry> = None;
     loop {
+        let retry_at = retry.as_ref().map(|r| r.at);
         let item = tokio::select! {
             _ = stop.cancelled() => return,
             item = stream.next() => item,
+            _ = sleep_until(retry_at) => {
+                let Retry { cm, wait, .. } = retry.take().expect("a retry is pending");
+                let version = Version { api: &api, source: &source, builder: &builder };
+                if !version.apply(&live, cm.clone(), &mut applied).await {
+                    retry = Some(Retry::after(cm, (wait * 2).min(RETRY_MAX)));
+                }
+                continue;
+            }
         };
         match item {
             None => return,
@@ -86,60 +115,108 @@ pub async fn run(
                 );
                 live.record_error(Part::Source, &message, message.clone());
             }
-            Some(Ok(Some(cm))) => apply(&live, &source, cm, &builder, &mut applied).await,
+            Some(Ok(Some(cm))) => {
+                // A newer version replaces one waiting to be read again.
+                retry = None;
+                let version = Version {
+                    api: &api,
+                    source: &source,
+                    builder: &builder,
+                };
+                if !version.apply(&live, cm.clone(), &mut applied).await {
+                    retry = Some(Retry::after(cm, RETRY_FIRST));
+                }
+            }
         }
     }
 }
 
-/// Decodes one version of the ConfigMap, swaps its users in and hands its tools to the
-/// builder, unless it is the version last applied.
-async fn apply(
-    live: &Arc<LiveCatalog>,
-    source: &CatalogConfigMap,
-    cm: ConfigMap,
-    builder: &Latest<ToolJob>,
-    applied: &mut Option<String>,
-) {
-    let hash = cm.annotations().get(HASH_ANNOTATION).cloned();
-    if hash.is_some() && *applied == hash {
-        // A resync or a re-list after an error: same content, nothing to rebuild.
-        live.clear_error(Part::Source);
-        return;
+impl Retry {
+    fn after(cm: ConfigMap, wait: Duration) -> Self {
+        Self {
+            cm,
+            wait,
+            at: Instant::now() + wait,
+        }
     }
-    let json = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)).cloned();
-    let gzip = cm
-        .binary_data
-        .as_ref()
-        .and_then(|d| d.get(GZIP_KEY))
-        .map(|b| b.0.clone());
-    let label = source.to_string();
-    // Decoding (gunzip and JSON of up to 1 MB) and building the users take milliseconds.
-    let decoded = tokio::task::spawn_blocking(move || {
-        published::decode(&label, json.as_deref(), gzip.as_deref()).map(|d| {
-            let mut users = published::users(&label, &d.doc.users);
-            users.excluded_api_keys += d.skipped_api_keys;
-            (users, d.doc.tools, d.skipped_tools.len())
-        })
-    })
-    .await;
-    match decoded {
-        Ok(Ok((users, tools, unreadable))) => {
-            live.install_users(users);
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What reading one version needs.
+struct Version<'a> {
+    api: &'a Api<ConfigMap>,
+    source: &'a CatalogConfigMap,
+    builder: &'a Latest<ToolJob>,
+}
+
+impl Version<'_> {
+    /// Reads and decodes one version of the ConfigMap, swaps its users in and hands its
+    /// tools to the builder, unless it is the version last applied. `false`: its shards
+    /// could not be read (yet): read it again later.
+    async fn apply(
+        &self,
+        live: &Arc<LiveCatalog>,
+        cm: ConfigMap,
+        applied: &mut Option<String>,
+    ) -> bool {
+        let hash = cm.annotations().get(HASH_ANNOTATION).cloned();
+        if hash.is_some() && *applied == hash {
+            // A resync or a re-list after an error: same content, nothing to rebuild.
             live.clear_error(Part::Source);
-            builder.submit((tools, hash.clone(), unreadable));
-            *applied = hash;
+            return true;
         }
-        Ok(Err(e)) => {
-            let message = e.to_string();
-            live.record_error(Part::Source, &message, message.clone());
+        let label = self.source.to_string();
+        let fetched = match shards::fetch(self.api, &label, cm).await {
+            Ok(fetched) => fetched,
+            Err(e) => {
+                let public = e.to_string();
+                live.record_error(Part::Source, &e.detail(), public);
+                return !e.worth_retrying();
+            }
+        };
+        // Joining and gunzipping shards, decoding (JSON of up to tens of MB) and building
+        // the users: off the async runtime.
+        let decoded = tokio::task::spawn_blocking(move || {
+            let (json, gzip) = fetched.text().map_err(|e| e.to_string())?;
+            published::decode(&label, json.as_deref(), gzip.as_deref())
+                .map(|d| {
+                    let mut users = published::users(&label, &d.doc.users);
+                    users.excluded_api_keys += d.skipped_api_keys;
+                    (users, d.doc.tools, d.skipped_tools.len())
+                })
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        match decoded {
+            Ok(Ok((users, tools, unreadable))) => {
+                live.install_users(users);
+                live.clear_error(Part::Source);
+                self.builder.submit((tools, hash.clone(), unreadable));
+                *applied = hash;
+            }
+            Ok(Err(message)) => {
+                live.record_error(Part::Source, &message, message.clone());
+            }
+            Err(e) => tracing::error!(error = %e, "catalog decode task failed"),
         }
-        Err(e) => tracing::error!(error = %e, "catalog decode task failed"),
+        true
     }
 }
 
 #[cfg(test)]
+#[path = "watch_shard_tests.rs"]
+mod shard_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use mcc_catalog::document::DATA_KEY;
     use mcc_catalog::kube_mock::ApiServer;
     use serde_json::{Value, json};
     use std::time::Duration;
