@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
 
+use crate::audit::Auditor;
 use crate::auth::{AuthSetupError, Authenticator, TokenReviewer};
 use crate::catalog::{self, LiveCatalog};
 use crate::config::{CatalogSource, Settings};
@@ -22,6 +23,7 @@ use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::RedisSessionRegistry;
 use crate::metrics::Metrics;
+use crate::ratelimit::{Counter, RateLimits};
 use crate::search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
 use mcc_executor::Runtime;
@@ -39,6 +41,12 @@ pub enum StartError {
     Search(#[from] SearchError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A setting that could not be turned into what it names (e.g. a Redis URL).
+    #[error("{setting}: {reason}")]
+    Setting {
+        setting: &'static str,
+        reason: String,
+    },
     #[cfg(feature = "kubernetes")]
     #[error("{0}")]
     Kube(#[from] crate::kube::KubeSetupError),
@@ -274,6 +282,29 @@ fn build_parts(
     let metrics = Metrics::new();
     // The catalog reports what it leaves out (mcc_catalog_excluded_*) at each swap.
     catalog.attach_metrics(&metrics);
+    let rate_limits = RateLimits::new(
+        settings.rate_limit.clone(),
+        redis_for(
+            settings,
+            "rate_limit.redis_url",
+            &settings.rate_limit.redis_url,
+            &sessions,
+        )?
+        .map_or_else(Counter::local, |conn| {
+            Counter::redis(conn, &settings.session.key_prefix)
+        }),
+        metrics.clone(),
+    );
+    let audit = Auditor::start(
+        &settings.audit,
+        redis_for(
+            settings,
+            "audit.redis_url",
+            &settings.audit.redis_url,
+            &sessions,
+        )?,
+        &metrics,
+    );
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),
         sessions,
@@ -281,6 +312,8 @@ fn build_parts(
         search,
         metrics,
         response_max_size: settings.server.response_max_size,
+        rate_limits,
+        audit,
     });
     let router = http::router_with(
         shared.clone(),
@@ -320,6 +353,28 @@ fn build_parts(
             body_read_timeout: settings.connections.body_read_timeout(),
         },
     })
+}
+
+/// The Redis a feature counts or writes in: its own `setting` when given, else the
+/// session store's (when sessions are in Redis), else none.
+fn redis_for(
+    settings: &Settings,
+    setting: &'static str,
+    url: &Option<String>,
+    sessions: &SessionStore,
+) -> Result<Option<redis::aio::ConnectionManager>, StartError> {
+    match url {
+        Some(url) => {
+            let timeout = Duration::from_millis(settings.session.timeout_ms.max(1));
+            crate::session::connect_redis(url, timeout)
+                .map(|(_, conn)| Some(conn))
+                .map_err(|e| StartError::Setting {
+                    setting,
+                    reason: e.reason,
+                })
+        }
+        None => Ok(sessions.redis_connection()),
+    }
 }
 
 impl Gateway {

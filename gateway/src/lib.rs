@@ -3,13 +3,15 @@
 //!
 //! Request path of `execute`, one module per step: [`auth`] (who is calling) → RBAC
 //! ([`mcc_catalog::rbac`]) → params ([`mcc_catalog::params`], [`mcp::ask`]) → context
-//! ([`mcc_catalog::context`], [`session`]) → [`exec`] (environment, process, limits,
-//! transform, cache) → result → write-back; all of it in [`mcp::execute`].
+//! ([`mcc_catalog::context`], [`session`]) → [`ratelimit`] → [`exec`] (environment,
+//! process, limits, transform, cache) → result → write-back → [`audit`]; all of it in
+//! [`mcp::execute`].
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
 //! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod caller_caps;
 pub mod catalog;
@@ -23,6 +25,7 @@ pub mod kube;
 pub mod mcp;
 pub mod metrics;
 pub mod published;
+pub mod ratelimit;
 pub mod search;
 pub mod session;
 pub mod sse_coalesce;

@@ -67,10 +67,10 @@ fn render(e: &anyhow::Error) -> String {
 }
 
 fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
-    init_tracing();
     let env = |name: &str| std::env::var(name).ok();
     let file = mcc_gateway::config::settings_path(config, &env);
     let mut settings = mcc_gateway::config::load(file.as_deref(), &env)?;
+    init_tracing(settings.log.format);
     if !tools.is_empty() {
         settings.tools = tools;
     }
@@ -94,13 +94,19 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
     })
 }
 
-fn init_tracing() {
+/// The log on stderr, at `MCC_LOG`'s level, as text or JSON lines (`log.format`).
+/// Audit events are not log lines: they go to their own sinks (stdout, a Redis stream).
+fn init_tracing(format: mcc_gateway::config::LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MCC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        mcc_gateway::config::LogFormat::Json => builder.json().init(),
+        mcc_gateway::config::LogFormat::Text => {
+            builder.with_ansi(std::io::stderr().is_terminal()).init()
+        }
+    }
 }

@@ -7,6 +7,10 @@
 //! - `mcc_mcp_calls_total{tool}` for every MCP tool call;
 //! - `mcc_search_duration_seconds`;
 //! - `mcc_session_store_errors_total{operation}`;
+//! - `mcc_rate_limit_store_errors_total{on_error}`: rate-limit checks Redis could not
+//!   answer (`on_error`: `open`, the call ran; `closed`, it was refused);
+//! - `mcc_audit_events_total{sink}` (written) and `mcc_audit_events_dropped_total{sink,
+//!   reason}` (`reason`: `queue_full`, `write_error`): no audit event is lost silently;
 //! - `mcc_catalog_excluded_tools` and `mcc_catalog_excluded_api_keys`: gauges of what
 //!   the catalog being served left out (a tool whose introspection failed or whose key
 //!   collided; an API-key record that is malformed or shares its prefix). Which ones,
@@ -81,6 +85,7 @@ pub const OUTCOMES: &[&str] = &[
     "invalid",
     "cancelled",
     "input_required",
+    "rate_limited",
     "error",
     "other",
 ];
@@ -133,6 +138,9 @@ struct Inner {
     mcp_calls: Family<Labels, Counter>,
     search_duration: Histogram,
     store_errors: Family<Labels, Counter>,
+    rate_limit_errors: Family<Labels, Counter>,
+    audit_written: Family<Labels, Counter>,
+    audit_dropped: Family<Labels, Counter>,
     excluded_tools: Gauge,
     excluded_api_keys: Gauge,
     /// The keys of the catalog being served: the only `tool` label values besides `unknown`.
@@ -190,6 +198,24 @@ impl Metrics {
             "session store failures by operation",
             store_errors.clone(),
         );
+        let rate_limit_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "rate_limit_store_errors",
+            "rate-limit checks the store could not answer, by on_error (open: ran, closed: refused)",
+            rate_limit_errors.clone(),
+        );
+        let audit_written = Family::<Labels, Counter>::default();
+        registry.register(
+            "audit_events",
+            "audit events written, by sink",
+            audit_written.clone(),
+        );
+        let audit_dropped = Family::<Labels, Counter>::default();
+        registry.register(
+            "audit_events_dropped",
+            "audit events not written, by sink and reason (queue_full, write_error)",
+            audit_dropped.clone(),
+        );
         let excluded_tools = Gauge::default();
         let excluded_api_keys = Gauge::default();
         registry.register(
@@ -212,6 +238,9 @@ impl Metrics {
                 mcp_calls,
                 search_duration,
                 store_errors,
+                rate_limit_errors,
+                audit_written,
+                audit_dropped,
                 excluded_tools,
                 excluded_api_keys,
                 catalog_keys: RwLock::default(),
@@ -316,6 +345,33 @@ impl Metrics {
             .inc();
     }
 
+    /// A rate-limit check the store could not answer; `on_error` is `open` or `closed`.
+    pub fn rate_limit_store_error(&self, on_error: &'static str) {
+        self.inner
+            .rate_limit_errors
+            .get_or_create(&vec![("on_error", Label::new(on_error))])
+            .inc();
+    }
+
+    /// `n` audit events written to `sink` (a sink's own name).
+    pub fn audit_written(&self, sink: &'static str, n: u64) {
+        self.inner
+            .audit_written
+            .get_or_create(&vec![("sink", Label::new(sink))])
+            .inc_by(n);
+    }
+
+    /// `n` audit events `sink` did not write; `reason` is `queue_full` or `write_error`.
+    pub fn audit_dropped(&self, sink: &'static str, reason: &'static str, n: u64) {
+        self.inner
+            .audit_dropped
+            .get_or_create(&vec![
+                ("sink", Label::new(sink)),
+                ("reason", Label::new(reason)),
+            ])
+            .inc_by(n);
+    }
+
     /// What the catalog being served left out (set at each swap).
     pub fn catalog_excluded(&self, tools: usize, api_keys: usize) {
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
@@ -344,6 +400,9 @@ mod tests {
         m.mcp_call("search");
         m.search(Duration::from_micros(200));
         m.store_error("set");
+        m.rate_limit_store_error("open");
+        m.audit_written("stdout", 2);
+        m.audit_dropped("redis", "queue_full", 1);
         m.catalog_excluded(2, 1);
         let text = m.render();
         for needle in [
@@ -353,6 +412,9 @@ mod tests {
             "mcc_mcp_calls_total{tool=\"search\"} 1",
             "mcc_search_duration_seconds_count 1",
             "mcc_session_store_errors_total{operation=\"set\"} 1",
+            "mcc_rate_limit_store_errors_total{on_error=\"open\"} 1",
+            "mcc_audit_events_total{sink=\"stdout\"} 2",
+            "mcc_audit_events_dropped_total{sink=\"redis\",reason=\"queue_full\"} 1",
             "mcc_catalog_excluded_tools 2",
             "mcc_catalog_excluded_api_keys 1",
         ] {

@@ -107,15 +107,75 @@ pub fn deserialize_auth_settings<'de, D: Deserializer<'de>>(
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Identity {
     pub user: Option<User>,
+    /// What the caller presented (for the audit trail; never the credential itself).
+    pub credential: Credential,
+}
+
+/// The kind of credential a caller was identified by, and for an API key its public
+/// prefix (`mcc_<prefix>`): what the audit trail may record about it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Credential {
+    /// No credential (anonymous, or a caller built without one).
+    #[default]
+    None,
+    /// `dev-admin` / `dev-public`: nothing checked.
+    Dev,
+    Jwt,
+    /// An API key; `prefix` is the 12 hex characters after `mcc_`.
+    ApiKey {
+        prefix: String,
+    },
+    /// A Kubernetes ServiceAccount token.
+    ServiceAccount,
+}
+
+impl Credential {
+    /// `none`, `dev`, `jwt`, `api_key` or `service_account`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Credential::None => "none",
+            Credential::Dev => "dev",
+            Credential::Jwt => "jwt",
+            Credential::ApiKey { .. } => "api_key",
+            Credential::ServiceAccount => "service_account",
+        }
+    }
+
+    /// `mcc_<prefix>` for an API key: the part of a key that may be logged.
+    pub fn key_prefix(&self) -> Option<String> {
+        match self {
+            Credential::ApiKey { prefix } => {
+                Some(format!("{}{prefix}", mcc_catalog::apikey::KEY_PREFIX))
+            }
+            _ => None,
+        }
+    }
+
+    fn api_key(raw: &str) -> Self {
+        Credential::ApiKey {
+            prefix: mcc_catalog::apikey::prefix_of(raw)
+                .unwrap_or_default()
+                .to_string(),
+        }
+    }
 }
 
 impl Identity {
     pub fn anonymous() -> Self {
-        Self { user: None }
+        Self::default()
     }
 
     pub fn user(user: User) -> Self {
-        Self { user: Some(user) }
+        Self {
+            user: Some(user),
+            credential: Credential::None,
+        }
+    }
+
+    /// The same identity, recorded as identified by `credential`.
+    pub fn with_credential(mut self, credential: Credential) -> Self {
+        self.credential = credential;
+        self
     }
 
     /// The identity [`middleware::authenticate_request`] stored in a request's parts (rmcp
@@ -243,21 +303,28 @@ impl Authenticator {
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
         let directory = self.inner.users.current();
         match &self.inner.backend {
-            Backend::Dev(dev) => Ok(Identity::user(dev_user(&directory, *dev))),
+            Backend::Dev(dev) => {
+                Ok(Identity::user(dev_user(&directory, *dev)).with_credential(Credential::Dev))
+            }
             Backend::Jwt(verifier) => match credential(headers, CredentialKind::Jwt)? {
-                Some(token) => verifier.verify(token, &directory).await.map(Identity::user),
+                Some(token) => verifier
+                    .verify(token, &directory)
+                    .await
+                    .map(|u| Identity::user(u).with_credential(Credential::Jwt)),
                 None => self.without_credential(CredentialKind::Jwt),
             },
             Backend::ApiKey => match credential(headers, CredentialKind::ApiKey)? {
-                Some(key) => api_key_user(&directory, key).map(Identity::user),
+                Some(key) => api_key_user(&directory, key)
+                    .map(|u| Identity::user(u).with_credential(Credential::api_key(key))),
                 None => self.without_credential(CredentialKind::ApiKey),
             },
             Backend::Kubernetes(reviewer) => match credential(headers, CredentialKind::ApiKey)? {
                 Some(key) if mcc_catalog::apikey::prefix_of(key).is_some() => {
-                    api_key_user(&directory, key).map(Identity::user)
+                    api_key_user(&directory, key)
+                        .map(|u| Identity::user(u).with_credential(Credential::api_key(key)))
                 }
                 Some(token) => service_account_user(&directory, reviewer.review(token).await?)
-                    .map(Identity::user),
+                    .map(|u| Identity::user(u).with_credential(Credential::ServiceAccount)),
                 None => self.without_credential(CredentialKind::ApiKey),
             },
         }

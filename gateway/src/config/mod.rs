@@ -56,6 +56,12 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// Tool search (see `docs/search.md`).
     pub search: crate::search::SearchConfig,
+    /// Calls per caller and window: global, per group, per tool (see [`crate::ratelimit`]).
+    pub rate_limit: crate::ratelimit::RateLimitSettings,
+    /// The audit trail's sinks (see [`crate::audit`]).
+    pub audit: crate::audit::AuditSettings,
+    /// The log's format.
+    pub log: LogSettings,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
     /// How often tool and users files are checked for edits, in milliseconds.
@@ -81,6 +87,22 @@ pub struct ServerSettings {
     /// Answer a request that needs no server-to-client message as one JSON body instead
     /// of an SSE stream (rmcp falls back to SSE when a call elicits or notifies).
     pub json_response: bool,
+}
+
+/// The `log` section. The level is `MCC_LOG` (an `EnvFilter`, default `info`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` (default) or `json` (one JSON object per line, on stderr).
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// The `catalog` section: where tools and users come from.
@@ -126,6 +148,9 @@ impl Default for Settings {
             users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
             search: crate::search::SearchConfig::default(),
+            rate_limit: Default::default(),
+            audit: Default::default(),
+            log: LogSettings::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             execution: ExecutionSettings::default(),
             concurrency: ConcurrencySettings::default(),
@@ -315,6 +340,15 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     s.concurrency.validate()?;
     s.connections.validate()?;
     s.metrics.validate(s.server.port)?;
+    s.audit.validate()?;
+    if let Some(url) = &s.rate_limit.redis_url
+        && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+    {
+        return Err((
+            "rate_limit.redis_url",
+            "must start with redis:// or rediss://".into(),
+        ));
+    }
     if s.catalog.source == CatalogSource::Files && s.tools.is_empty() {
         return Err((
             "tools",
@@ -552,6 +586,51 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("/nonexistent/mcc.yaml"), "{e}");
+    }
+
+    #[test]
+    fn rate_limit_audit_and_log_settings_from_the_environment() {
+        let s = load(
+            None,
+            &env(&[
+                ("MCC_RATE_LIMIT__DEFAULT", "60/1hr"),
+                ("MCC_RATE_LIMIT__PER_USER", "-1"),
+                ("MCC_RATE_LIMIT__GROUPS", r#"{"ops": "5/1min"}"#),
+                ("MCC_RATE_LIMIT__TOOLS", r#"{"public.echo": "1/1s"}"#),
+                ("MCC_RATE_LIMIT__ON_REDIS_ERROR", "closed"),
+                ("MCC_AUDIT__PARAMS", "true"),
+                ("MCC_AUDIT__STREAM", "mcc:audit"),
+                ("MCC_AUDIT__STREAM_MAX_AGE_SECS", "86400"),
+                ("MCC_LOG__FORMAT", "json"),
+            ]),
+        )
+        .unwrap();
+        let r = &s.rate_limit;
+        assert_eq!(r.default.unwrap().to_string(), "60/1h");
+        assert_eq!(r.per_user, Some(mcc_catalog::rate::RateLimit::Unlimited));
+        assert_eq!(r.groups["ops"].per_tool.unwrap().to_string(), "5/1min");
+        assert_eq!(r.tools["public.echo"].to_string(), "1/1s");
+        assert_eq!(r.on_redis_error, crate::ratelimit::OnStoreError::Closed);
+        assert!(s.audit.params && s.audit.stdout);
+        assert_eq!(s.audit.stream.as_deref(), Some("mcc:audit"));
+        assert_eq!(s.audit.stream_max_age_secs, Some(86_400));
+        assert_eq!(s.log.format, LogFormat::Json);
+
+        let e = load(None, &env(&[("MCC_RATE_LIMIT__DEFAULT", "lots")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rate_limit.default") && e.contains("MCC_RATE_LIMIT__DEFAULT"),
+            "{e}"
+        );
+        let e = load(None, &env(&[("MCC_LOG__FORMAT", "xml")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("log.format"), "{e}");
+        let e = load(None, &env(&[("MCC_AUDIT__REDIS_URL", "localhost:6379")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("audit.redis_url"), "{e}");
     }
 
     #[test]

@@ -341,6 +341,66 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         &["search", "max_query_bytes"],
         EnvKind::Scalar,
     ),
+    (
+        "MCC_RATE_LIMIT__ENABLED",
+        &["rate_limit", "enabled"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_RATE_LIMIT__DEFAULT",
+        &["rate_limit", "default"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_RATE_LIMIT__PER_USER",
+        &["rate_limit", "per_user"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_RATE_LIMIT__GROUPS",
+        &["rate_limit", "groups"],
+        EnvKind::Json,
+    ),
+    (
+        "MCC_RATE_LIMIT__TOOLS",
+        &["rate_limit", "tools"],
+        EnvKind::Json,
+    ),
+    (
+        "MCC_RATE_LIMIT__ON_REDIS_ERROR",
+        &["rate_limit", "on_redis_error"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_RATE_LIMIT__REDIS_URL",
+        &["rate_limit", "redis_url"],
+        EnvKind::Text,
+    ),
+    ("MCC_AUDIT__ENABLED", &["audit", "enabled"], EnvKind::Scalar),
+    ("MCC_AUDIT__PARAMS", &["audit", "params"], EnvKind::Scalar),
+    ("MCC_AUDIT__STDOUT", &["audit", "stdout"], EnvKind::Scalar),
+    ("MCC_AUDIT__STREAM", &["audit", "stream"], EnvKind::Text),
+    (
+        "MCC_AUDIT__REDIS_URL",
+        &["audit", "redis_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUDIT__STREAM_MAX_LEN",
+        &["audit", "stream_max_len"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_AUDIT__STREAM_MAX_AGE_SECS",
+        &["audit", "stream_max_age_secs"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_AUDIT__QUEUE_SIZE",
+        &["audit", "queue_size"],
+        EnvKind::Scalar,
+    ),
+    ("MCC_LOG__FORMAT", &["log", "format"], EnvKind::Text),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
     (
         "MCC_RELOAD_INTERVAL_MS",

@@ -11,9 +11,10 @@
 //!
 //! One module per step: [`params`] (guard) → [`cache`] (lookup) → [`environment`] →
 //! [`command`] / [`python`] → the runtime ([`mcc_executor`]: process, rlimits) →
-//! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store) → [`audit`].
+//! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store). The call's
+//! audit event is the caller's ([`crate::audit`]): it knows who called and why a call
+//! was refused before it got here.
 
-pub mod audit;
 pub mod cache;
 pub mod command;
 pub mod environment;
@@ -28,7 +29,7 @@ pub mod transform;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -209,12 +210,9 @@ struct Prepared {
 /// A finished process, its outcome and the context it left behind.
 type ProcessResult = (Finished, Outcome, Option<Map<String, Value>>);
 
-/// What running a tool (not a cache hit) produced, with what the audit needs.
+/// What running a tool (not a cache hit) produced.
 struct Ran {
     execution: Execution,
-    exit_code: i32,
-    bytes_out: u64,
-    truncated: bool,
 }
 
 impl Engine {
@@ -272,37 +270,10 @@ impl Engine {
 
     /// Runs one call to completion. Dropping the future kills the tool's process group.
     pub async fn execute(&self, call: Call<'_>) -> Result<Execution, ExecError> {
-        let started = Instant::now();
-        let tool = call.tool;
-        let mut record = audit::Record {
-            caller: call.caller,
-            tool: &tool.key,
-            params_hash: audit::params_hash(tool, &call.params),
-            exit_code: None,
-            duration: Duration::ZERO,
-            bytes_out: 0,
-            cached: false,
-            truncated: false,
-            status: "error",
-        };
-        let result = self.cached_or_run(&call, &mut record).await;
-        record.duration = started.elapsed();
-        if let Ok(execution) = &result {
-            record.status = if execution.outcome.is_success() {
-                "success"
-            } else {
-                "failure"
-            };
-        }
-        audit::emit(&record);
-        result
+        self.cached_or_run(&call).await
     }
 
-    async fn cached_or_run(
-        &self,
-        call: &Call<'_>,
-        record: &mut audit::Record<'_>,
-    ) -> Result<Execution, ExecError> {
+    async fn cached_or_run(&self, call: &Call<'_>) -> Result<Execution, ExecError> {
         params::check(call.tool, &call.params)?;
         let ttl = call.tool.cache_ttl.filter(|&s| s > 0);
         let key = ttl.map(|_| {
@@ -310,7 +281,6 @@ impl Engine {
                 .key(call.tool, call.caller, &call.params, &call.context)
         });
         if let Some(value) = self.cache_lookup(key.as_deref()).await {
-            record.cached = true;
             return Ok(Execution {
                 outcome: Outcome::Success(value),
                 write_back: None,
@@ -318,9 +288,6 @@ impl Engine {
             });
         }
         let ran = self.run(call).await?;
-        record.exit_code = Some(ran.exit_code);
-        record.bytes_out = ran.bytes_out;
-        record.truncated = ran.truncated;
         if let (Some(key), Some(ttl), Outcome::Success(value)) = (&key, ttl, &ran.execution.outcome)
         {
             self.cache_store(key, value, Duration::from_secs(ttl)).await;
@@ -366,7 +333,7 @@ impl Engine {
             })?;
         let referenced = self.referenced_env(call).await?;
         let prepared = self.prepare(call, &referenced)?;
-        let (finished, outcome, write_back) = match &tool.kind {
+        let (_finished, outcome, write_back) = match &tool.kind {
             ToolKind::Exec { command } | ToolKind::Curl { command, .. } => {
                 self.run_shell(call, command, &prepared).await?
             }
@@ -377,9 +344,6 @@ impl Engine {
         };
         let outcome = self.transform(call, outcome, &prepared).await?;
         Ok(Ran {
-            exit_code: result::exit_code(finished.ending),
-            bytes_out: finished.stdout.total,
-            truncated: finished.stdout.truncated(),
             execution: Execution {
                 outcome,
                 write_back,

@@ -1,6 +1,7 @@
 //! The `execute` tool, top to bottom: look up → authorize → ask for missing params →
-//! validate → assemble context → run → shape the result → write back (fn tools) → limit
-//! the size. Every rule is `mcc_catalog`'s; every run is the engine's.
+//! validate → rate limits → assemble context → run → shape the result → write back (fn
+//! tools) → limit the size → one audit event, whatever the outcome. Every rule is
+//! `mcc_catalog`'s; every run is the engine's.
 
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 use super::ask::{self, Asked};
 use super::text;
 use super::{CallCtx, Shared};
+use crate::audit::AuditEvent;
 use crate::exec::{Call, Outcome};
 use crate::session::Scope;
 
@@ -46,7 +48,11 @@ pub async fn execute(
 ) -> CallToolResponse {
     let started = Instant::now();
     let key = args.key.as_str();
-    let (outcome_label, response) = run(shared, call, &args, ctx, answers).await;
+    let mut event = AuditEvent::new("execute", &call.caller);
+    event.tool = Some(key.to_string());
+    let (outcome_label, response) = run(shared, call, &args, ctx, answers, &mut event).await;
+    event.finish(outcome_label, started.elapsed());
+    shared.audit.record(&event);
     shared
         .metrics
         .tool_call(key, outcome_label, started.elapsed());
@@ -66,6 +72,7 @@ async fn run(
     args: &ExecuteArgs,
     ctx: &RequestContext<RoleServer>,
     answers: Option<&InputResponses>,
+    event: &mut AuditEvent,
 ) -> (&'static str, CallToolResponse) {
     let key = args.key.as_str();
     let catalog = shared.catalog.snapshot();
@@ -93,6 +100,16 @@ async fn run(
         Ok(p) => p,
         Err(e) => return ("invalid", notice(text::validation_error(key, &e))),
     };
+    shared.audit.note_params(event, tool, &params);
+    // Before the result cache: a cached result is a call too.
+    if let Err(refused) = shared
+        .rate_limits
+        .check(user, call.caller.username(), tool)
+        .await
+    {
+        event.reason = Some(refused.to_string());
+        return ("rate_limited", failure(refused.to_string()));
+    }
 
     let scope = match shared.scope(call, args.session.as_deref()).await {
         Ok(s) => s,
@@ -135,10 +152,12 @@ async fn run(
         }
     };
 
-    let label = match execution.outcome {
-        Outcome::Success(_) => "success",
-        Outcome::Failure { .. } => "failure",
+    let (label, exit_code) = match &execution.outcome {
+        Outcome::Success(_) => ("success", 0),
+        Outcome::Failure { code, .. } => ("failure", *code),
     };
+    event.exit_code = Some(exit_code);
+    event.cached = execution.cached;
     // As in MCC: only a run that happened (not a cache hit) and succeeded writes back.
     if let (Outcome::Success(_), Some(left)) = (&execution.outcome, &execution.write_back)
         && tool.kind.is_fn()
@@ -147,7 +166,13 @@ async fn run(
         write_back(shared, call, &scope, key, &given, left).await;
     }
     let outcome = parse_shell_json(tool, execution.outcome);
-    (label, shape(&outcome, shared.response_max_size).into())
+    let result = shape(&outcome, shared.response_max_size);
+    event.bytes_out = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.len() as u64))
+        .sum();
+    (label, result.into())
 }
 
 /// As MCC does, text printed by a shell (an exec or curl tool's stdout, or a transform's

@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::audit::AuditEvent;
 use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
@@ -54,6 +55,10 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Results longer than this many bytes are cut.
     pub response_max_size: usize,
+    /// Admits `execute` calls within the rate limits.
+    pub rate_limits: crate::ratelimit::RateLimits,
+    /// The audit trail of every `search` and `execute`.
+    pub audit: crate::audit::Auditor,
 }
 
 /// Who is calling and from which MCP session (legacy clients only).
@@ -186,7 +191,7 @@ impl McpServer {
         let result = match name {
             "search" => match parse::<SearchArgs>(name, &args) {
                 Ok(a) => Ok(self.search(&call, a).await),
-                Err(e) => Err(e),
+                Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },
             "describe_tools" => parse::<DescribeArgs>(name, &args).map(|a| {
                 let groups = a.groups.unwrap_or_default();
@@ -214,7 +219,7 @@ impl McpServer {
                     let answers = request.input_responses.as_ref();
                     Ok(execute::execute(&self.shared, &call, a, ctx, answers).await)
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },
             other => {
                 return Err(McpError::invalid_params(
@@ -227,7 +232,37 @@ impl McpServer {
         Ok(result.unwrap_or_else(error_result))
     }
 
+    /// A `search` or `execute` whose arguments do not parse is still audited (`invalid`).
+    fn invalid_arguments(
+        &self,
+        call: &CallCtx,
+        name: &str,
+        args: &Map<String, Value>,
+        error: String,
+    ) -> String {
+        let mut event = AuditEvent::new(name, &call.caller);
+        event.tool = args.get("key").and_then(Value::as_str).map(str::to_string);
+        event.finish("invalid", std::time::Duration::ZERO);
+        self.shared.audit.record(&event);
+        error
+    }
+
     async fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
+        let started = Instant::now();
+        let mut event = AuditEvent::new("search", &call.caller);
+        event.min_score = args.min_score;
+        let (outcome, response) = self.search_inner(call, &args, &mut event).await;
+        event.finish(outcome, started.elapsed());
+        self.shared.audit.record(&event);
+        response
+    }
+
+    async fn search_inner(
+        &self,
+        call: &CallCtx,
+        args: &SearchArgs,
+        event: &mut AuditEvent,
+    ) -> (&'static str, CallToolResponse) {
         let started = Instant::now();
         let user = call.caller.user.as_ref();
         let result = self
@@ -242,15 +277,22 @@ impl McpServer {
             .await;
         self.shared.metrics.search(started.elapsed());
         match result {
-            Ok(out) => text_result("search", out),
+            Ok(out) => {
+                event.query = Some(args.query.clone());
+                event.bytes_out = out.len() as u64;
+                ("success", text_result("search", out))
+            }
             // A caller's oversized query is its own mistake, not the gateway's: answered,
-            // not logged as an error (callers could otherwise fill the error log).
+            // not logged as an error (callers could otherwise fill the error log). Its
+            // text is not recorded either.
             Err(e @ crate::search::SearchError::QueryTooLong { .. }) => {
-                error_result(format!("Search failed: {e}"))
+                event.reason = Some(e.to_string());
+                ("invalid", error_result(format!("Search failed: {e}")))
             }
             Err(e) => {
                 tracing::error!(error = %e, "search failed");
-                error_result(format!("Search failed: {e}"))
+                event.query = Some(args.query.clone());
+                ("error", error_result(format!("Search failed: {e}")))
             }
         }
     }

@@ -128,6 +128,8 @@ pub fn settings(dir: &Path, auth: &str, redis: Option<&str>) -> Settings {
         ..Settings::default()
     };
     s.server.port = 0;
+    // Audit events of in-process test gateways would all land on the test's stdout.
+    s.audit.stdout = false;
     if let Some(url) = redis {
         s.session.backend = SessionBackend::Redis;
         s.session.redis_url = Some(url.to_string());
