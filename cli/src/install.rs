@@ -318,6 +318,11 @@ fn goose(
     }
     let replaced = merge(&mut doc, "extensions", &args.name, entry, Some(file))?;
     let yaml = serde_saphyr::to_string(&doc).context("writing YAML")?;
+    let yaml = if yaml.ends_with('\n') {
+        yaml
+    } else {
+        yaml + "\n"
+    };
     if args.print {
         print!("{yaml}");
         return Ok(());

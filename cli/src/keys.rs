@@ -55,7 +55,21 @@ fn read(path: &Path) -> anyhow::Result<(Vec<UserEntry>, String)> {
 }
 
 fn write(path: &Path, header: &str, entries: &[UserEntry]) -> anyhow::Result<()> {
-    let yaml = serde_saphyr::to_string(&json!({ "users": entries })).context("writing YAML")?;
+    let mut users = serde_json::to_value(entries)?;
+    // An empty `tools` list says nothing: not written (the reader's default).
+    for u in users.as_array_mut().into_iter().flatten() {
+        if u["tools"].as_array().is_some_and(|t| t.is_empty())
+            && let Some(m) = u.as_object_mut()
+        {
+            m.remove("tools");
+        }
+    }
+    let yaml = serde_saphyr::to_string(&json!({ "users": users })).context("writing YAML")?;
+    let yaml = if yaml.ends_with('\n') {
+        yaml
+    } else {
+        yaml + "\n"
+    };
     let text = format!("{header}{yaml}");
     // The written file must read back as it was meant (the gateway's reader).
     parse(&text)
@@ -292,6 +306,11 @@ fn mint_grant(args: &MintArgs, days: Option<u32>) -> anyhow::Result<()> {
     });
     let name = grant.metadata.name.clone().unwrap_or_default();
     let yaml = serde_saphyr::to_string(&grant).context("writing the UserGrant as YAML")?;
+    let yaml = if yaml.ends_with('\n') {
+        yaml
+    } else {
+        yaml + "\n"
+    };
     let read_key = format!(
         "kubectl -n {} get secret {name}-api-key -o jsonpath='{{.data.apiKey}}' | base64 -d",
         args.store.namespace

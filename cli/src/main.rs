@@ -89,8 +89,9 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Warnings of the shared crates (a tool left out, a users-file record skipped) go to
 /// stderr; `-v` shows more, `MCC_LOG` sets the filter.
 fn init_tracing(verbose: u8) {
+    // rmcp logs a failed connection itself; our error says it once, naming the flag.
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,rmcp=off",
         1 => "info",
         _ => "debug",
     };

@@ -74,14 +74,7 @@ impl Remote {
                 },
             )
             .await
-            .map_err(|e| {
-                let hint = if source.token.is_none() {
-                    " (no credential given: pass --token or set MCC_TOKEN)"
-                } else {
-                    ""
-                };
-                anyhow!("--url {url}: cannot talk MCP to the gateway: {e}{hint}")
-            })?;
+            .map_err(|e| connect_error(&url, source.token.is_some(), &e))?;
         Ok(Self { client, url })
     }
 
@@ -176,6 +169,38 @@ impl Remote {
     pub async fn close(self) {
         let _ = self.client.cancel().await;
     }
+}
+
+/// Why the first request failed, in words that name the flag to fix.
+fn connect_error(
+    url: &str,
+    has_token: bool,
+    e: &(impl std::fmt::Display + std::fmt::Debug),
+) -> anyhow::Error {
+    let text = format!("{e} {e:?}");
+    if text.contains("Auth required") || text.contains("AuthRequired") {
+        return if has_token {
+            anyhow!(
+                "--token: the gateway at {url} refused the credential (unknown, expired or revoked key, or an invalid token)"
+            )
+        } else {
+            anyhow!("the gateway at {url} requires a credential: pass --token or set MCC_TOKEN")
+        };
+    }
+    if text.contains("error sending request") || text.contains("Connect") {
+        return anyhow!(
+            "--url {url}: cannot connect to the gateway (is it running, is the URL right?)"
+        );
+    }
+    // rmcp names its transport's full type in the text: leave that out.
+    let mut shown = e.to_string();
+    while let (Some(a), Some(b)) = (shown.find(" [rmcp::"), shown.find("]>] ")) {
+        if b < a {
+            break;
+        }
+        shown.replace_range(a..b + 3, "");
+    }
+    anyhow!("--url {url}: cannot talk MCP to the gateway: {shown}")
 }
 
 /// The text blocks of a result, joined.
