@@ -67,7 +67,7 @@ pub async fn list(args: ListArgs, format: Format) -> anyhow::Result<ExitCode> {
         Format::Text if args.long => {
             let blocks: Vec<&str> = rows
                 .iter()
-                .filter_map(|r| r["signature"].as_str())
+                .filter_map(|r| r["signature"].as_str().map(str::trim_end))
                 .collect();
             println!("{}", blocks.join("\n\n"));
         }
