@@ -80,6 +80,10 @@ fn write(path: &Path, header: &str, entries: &[UserEntry]) -> anyhow::Result<()>
     // Replace atomically: the gateway may be polling the file.
     let tmp = path.with_extension("yaml.mcc-tmp");
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    // The new file keeps the old one's permissions (a users file may be private).
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(&tmp, meta.permissions());
+    }
     std::fs::rename(&tmp, path).with_context(|| format!("replacing {}", path.display()))
 }
 

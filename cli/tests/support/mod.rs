@@ -85,16 +85,25 @@ impl Drop for Gateway {
 }
 
 /// The gateway binary: `MCC_GATEWAY_BIN`, else beside `mcc` in the target directory
-/// (`cargo build -p mcc-gateway` puts it there; a test cannot run cargo itself while
-/// `cargo test` holds the build directory).
+/// (`cargo test --workspace` builds it there), else built now with `cargo build -p
+/// mcc-gateway` (cargo releases the build directory once the tests are compiled).
 pub fn gateway_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("MCC_GATEWAY_BIN") {
         return PathBuf::from(p);
     }
     let bin = Path::new(env!("CARGO_BIN_EXE_mcc")).with_file_name("mcc-gateway");
+    if !bin.is_file() || std::env::var_os("MCC_TEST_BUILD_GATEWAY").is_some() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-p", "mcc-gateway", "--bin", "mcc-gateway"])
+            .current_dir(root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "cargo build -p mcc-gateway failed");
+    }
     assert!(
         bin.is_file(),
-        "{} is missing: run `cargo build -p mcc-gateway` first (or set MCC_GATEWAY_BIN)",
+        "{} is missing: run `cargo build -p mcc-gateway`",
         bin.display()
     );
     bin
