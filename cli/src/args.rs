@@ -84,9 +84,10 @@ pub enum Command {
 /// Where tools come from: local tool files (the default) or a running gateway.
 #[derive(Args, Clone, Default)]
 pub struct Source {
-    /// A running gateway's MCP endpoint (e.g. https://mcc.example.com/mcp); without it,
-    /// tools run locally from tool files.
-    #[arg(long)]
+    /// A running gateway's MCP endpoint (e.g. https://mcc.example.com/mcp; a bare
+    /// https://mcc.example.com means its /mcp); without it, tools run locally from tool
+    /// files.
+    #[arg(long, env = "MCC_URL")]
     pub url: Option<String>,
     /// The credential for --url (an API key or a bearer token).
     #[arg(long, env = "MCC_TOKEN", hide_env_values = true)]
@@ -221,8 +222,9 @@ pub enum Client {
 pub struct InstallArgs {
     #[arg(value_enum)]
     pub client: Client,
-    /// The gateway's MCP endpoint, e.g. https://mcc.example.com/mcp.
-    #[arg(long, default_value = "http://127.0.0.1:8000/mcp")]
+    /// The gateway's MCP endpoint, e.g. https://mcc.example.com/mcp (a bare host means
+    /// its /mcp).
+    #[arg(long, env = "MCC_URL", default_value = "http://127.0.0.1:8000/mcp")]
     pub url: String,
     /// The credential sent as `Authorization: Bearer …` (an API key); MCC_TOKEN if unset.
     #[arg(long, env = "MCC_TOKEN", hide_env_values = true)]

@@ -32,12 +32,8 @@ enum Credential<'a> {
 }
 
 pub fn run(args: InstallArgs, format: Format) -> anyhow::Result<()> {
-    if !(args.url.starts_with("http://") || args.url.starts_with("https://")) {
-        bail!(
-            "--url {}: expected the gateway's http(s)://…/mcp endpoint",
-            args.url
-        );
-    }
+    let url = crate::remote::endpoint(&args.url)?;
+    let args = InstallArgs { url, ..args };
     if args.name.trim().is_empty() {
         bail!("--name: must not be empty");
     }

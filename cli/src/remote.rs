@@ -39,7 +39,7 @@ impl Remote {
     /// caller's own buckets across invocations. `--as` is refused: the gateway acts as
     /// the credential's user, and asking for another would be impersonation.
     pub async fn connect(source: &Source) -> anyhow::Result<Self> {
-        let url = source.url.clone().expect("remote only with --url");
+        let url = endpoint(source.url.as_deref().expect("remote only with --url"))?;
         if let Some(user) = &source.as_user {
             bail!(
                 "--as {user} cannot be used with --url: against a gateway it would be \
@@ -53,11 +53,11 @@ impl Remote {
             ("--config", source.config.is_some()),
         ] {
             if given {
-                bail!("{flag} is for local tool files and cannot be used with --url {url}");
+                bail!(
+                    "{flag} is for local tool files and cannot be used with --url {url} \
+                     (or MCC_URL)"
+                );
             }
-        }
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            bail!("--url {url}: expected an http:// or https:// URL (the gateway's /mcp endpoint)");
         }
         // reqwest is built without a default TLS provider: ring, as the workspace.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -171,6 +171,25 @@ impl Remote {
     }
 }
 
+/// The MCP endpoint of `--url`: an http(s) URL; a bare `https://host[:port]` means its
+/// `/mcp`, where the gateway serves MCP.
+pub fn endpoint(url: &str) -> anyhow::Result<String> {
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        bail!("--url {url}: expected an http:// or https:// URL (the gateway's /mcp endpoint)");
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        bail!("--url {url}: no host");
+    }
+    Ok(match rest.find('/') {
+        None => format!("{url}/mcp"),
+        Some(i) if &rest[i..] == "/" => format!("{}mcp", url),
+        Some(_) => url.to_string(),
+    })
+}
+
 /// Why the first request failed, in words that name the flag to fix.
 fn connect_error(
     url: &str,
@@ -277,5 +296,21 @@ mod tests {
             "## a.one (x:str) -> str\nFirst."
         );
         assert_eq!(find_signature(s, "a.on"), None);
+        assert_eq!(
+            endpoint("https://m.example.com").unwrap(),
+            "https://m.example.com/mcp"
+        );
+        assert_eq!(endpoint("http://h:8000/").unwrap(), "http://h:8000/mcp");
+        assert_eq!(
+            endpoint("http://h:8000/x/mcp").unwrap(),
+            "http://h:8000/x/mcp"
+        );
+        assert!(
+            endpoint("h:8000")
+                .unwrap_err()
+                .to_string()
+                .contains("--url h:8000")
+        );
+        assert!(endpoint("https://").is_err());
     }
 }

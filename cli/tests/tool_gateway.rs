@@ -60,6 +60,18 @@ fn calls_an_example_tool_through_a_gateway() {
     );
     let info = ok(remote(&["tool", "info", "public.echo"]));
     assert!(info.starts_with("## public.echo (message:str)"), "{info}");
+    // A bare base URL means its /mcp.
+    let base = url.trim_end_matches("/mcp");
+    let info = ok(mcc(&[
+        "tool",
+        "info",
+        "public.echo",
+        "--url",
+        base,
+        "--token",
+        key,
+    ]));
+    assert!(info.starts_with("## public.echo (message:str)"), "{info}");
 
     // Session variables persist in the caller's bucket across invocations.
     ok(remote(&["session", "set", "budget", "9"]));
