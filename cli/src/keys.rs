@@ -33,14 +33,25 @@ fn users_file(store: &KeyStore) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("examples/users/users.yaml"))
 }
 
+/// How a users file is named in errors: the flag, or the default and how to change it.
+fn label(store: &KeyStore, path: &Path) -> String {
+    match &store.users {
+        Some(_) => format!("--users {}", path.display()),
+        None => format!(
+            "{} (the default users file: pass --users FILE or set MCC_USERS_FILE)",
+            path.display()
+        ),
+    }
+}
+
 /// The file's entries and its leading comment block; a missing file is empty.
-fn read(path: &Path) -> anyhow::Result<(Vec<UserEntry>, String)> {
+fn read(path: &Path, label: &str) -> anyhow::Result<(Vec<UserEntry>, String)> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok((Vec::new(), String::new()));
         }
-        Err(e) => return Err(e).with_context(|| format!("--users {}", path.display())),
+        Err(e) => return Err(e).with_context(|| label.to_string()),
     };
     let header: String = text
         .lines()
@@ -50,7 +61,7 @@ fn read(path: &Path) -> anyhow::Result<(Vec<UserEntry>, String)> {
     if text.trim().is_empty() {
         return Ok((Vec::new(), header));
     }
-    let entries = parse(&text).map_err(|e| anyhow!("--users {}: {e}", path.display()))?;
+    let entries = parse(&text).map_err(|e| anyhow!("{label}: {e}"))?;
     Ok((entries, header))
 }
 
@@ -109,7 +120,7 @@ pub fn mint(args: MintArgs, format: Format) -> anyhow::Result<()> {
         return mint_grant(&args, days);
     }
     let path = users_file(&args.store);
-    let (mut entries, header) = read(&path)?;
+    let (mut entries, header) = read(&path, &label(&args.store, &path))?;
     let index = match entries
         .iter()
         .position(|e| e.user.username == args.username)
@@ -183,9 +194,9 @@ pub fn list(args: KeyListArgs, format: Format) -> anyhow::Result<()> {
     }
     let path = users_file(&args.store);
     if !path.is_file() {
-        bail!("--users {}: no such file", path.display());
+        bail!("{}: no such file", label(&args.store, &path));
     }
-    let (entries, _) = read(&path)?;
+    let (entries, _) = read(&path, &label(&args.store, &path))?;
     let now = Utc::now();
     let rows: Vec<Value> = entries
         .iter()
@@ -240,9 +251,9 @@ pub fn revoke(args: RevokeArgs, format: Format) -> anyhow::Result<()> {
     }
     let path = users_file(&args.store);
     if !path.is_file() {
-        bail!("--users {}: no such file", path.display());
+        bail!("{}: no such file", label(&args.store, &path));
     }
-    let (mut entries, header) = read(&path)?;
+    let (mut entries, header) = read(&path, &label(&args.store, &path))?;
     let entry = entries
         .iter_mut()
         .find(|e| e.user.username == args.username)

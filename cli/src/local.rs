@@ -49,7 +49,18 @@ impl Local {
         let live =
             tokio::task::spawn_blocking(move || LiveCatalog::load(entries, users, introspector))
                 .await
-                .context("loading the tool files")??;
+                .context("loading the tool files")?;
+        let live = match live {
+            Ok(live) => live,
+            // The cause names the path; say where the default came from.
+            Err(e) if source.tools.is_empty() => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "the settings' tool files {} (pass --tools PATH or --config FILE)",
+                    settings.tools.join(", ")
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
         let catalog = live.snapshot();
         let user = match &source.as_user {
             None => User {

@@ -179,6 +179,12 @@ fn bad_input_names_the_key_flag_or_file() {
     assert!(e.contains("parameter 'n'"), "{e}");
     let e = fails(mcc(&["tool", "list", "-t", "no/such.yaml"]));
     assert!(e.contains("no/such.yaml"), "{e}");
+    // Outside the repository, the defaults (examples/) are missing: say how to choose.
+    let empty = tempfile::tempdir().unwrap();
+    let e = fails(mcc_in(empty.path(), &["tool", "list"]));
+    assert!(e.contains("examples/") && e.contains("--tools"), "{e}");
+    let e = fails(mcc_in(empty.path(), &["key", "list"]));
+    assert!(e.contains("users.yaml") && e.contains("--users"), "{e}");
     let e = fails(mcc(&["tool", "list", "--users", "missing-users.yaml"]));
     assert!(e.contains("--users missing-users.yaml"), "{e}");
     let e = fails(mcc(&[
