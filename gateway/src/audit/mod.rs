@@ -89,6 +89,9 @@ impl AuditSettings {
     }
 }
 
+/// The longest tool key an event records (catalog keys are at most 253 characters).
+pub const MAX_TOOL_BYTES: usize = 512;
+
 /// One audited `search` or `execute`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditEvent {
@@ -153,6 +156,16 @@ impl AuditEvent {
             min_score: None,
             reason: None,
         }
+    }
+
+    /// The tool key a caller asked for, cut to [`MAX_TOOL_BYTES`] (it is the caller's
+    /// text until it is found in the catalog).
+    pub fn set_tool(&mut self, key: &str) {
+        let mut end = key.len().min(MAX_TOOL_BYTES);
+        while !key.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.tool = Some(key[..end].to_string());
     }
 
     /// The call ended: its outcome and how long it took.

@@ -117,6 +117,15 @@ async fn a_writer_that_fails_counts_its_events_as_dropped() {
 }
 
 #[test]
+fn a_callers_tool_key_is_cut() {
+    let mut event = AuditEvent::new("execute", &Identity::anonymous());
+    event.set_tool(&"é".repeat(1000));
+    assert!(event.tool.as_ref().unwrap().len() <= MAX_TOOL_BYTES);
+    event.set_tool("public.echo");
+    assert_eq!(event.tool.as_deref(), Some("public.echo"));
+}
+
+#[test]
 fn settings_are_checked_by_name() {
     let bad = AuditSettings {
         redis_url: Some("http://x".into()),

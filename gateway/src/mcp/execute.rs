@@ -49,7 +49,7 @@ pub async fn execute(
     let started = Instant::now();
     let key = args.key.as_str();
     let mut event = AuditEvent::new("execute", &call.caller);
-    event.tool = Some(key.to_string());
+    event.set_tool(key);
     let (outcome_label, response) = run(shared, call, &args, ctx, answers, &mut event).await;
     event.finish(outcome_label, started.elapsed());
     shared.audit.record(&event);

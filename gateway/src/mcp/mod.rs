@@ -241,7 +241,9 @@ impl McpServer {
         error: String,
     ) -> String {
         let mut event = AuditEvent::new(name, &call.caller);
-        event.tool = args.get("key").and_then(Value::as_str).map(str::to_string);
+        if let Some(key) = args.get("key").and_then(Value::as_str) {
+            event.set_tool(key);
+        }
         event.finish("invalid", std::time::Duration::ZERO);
         self.shared.audit.record(&event);
         error

@@ -152,6 +152,15 @@ pub enum RateLimited {
 }
 
 impl RateLimited {
+    /// The HTTP status a REST surface answers with: 429, or 503 when the limits could
+    /// not be checked.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            RateLimited::Exceeded { .. } => 429,
+            RateLimited::Unavailable { .. } => 503,
+        }
+    }
+
     /// Whole seconds to wait (at least 1): the `Retry-After` value.
     pub fn retry_after_secs(&self) -> u64 {
         match self {

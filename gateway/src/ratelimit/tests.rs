@@ -124,6 +124,7 @@ async fn the_local_counter_refuses_the_call_over_the_limit_with_the_delay() {
         (3590..=3600).contains(&refused.retry_after_secs()),
         "{text}"
     );
+    assert_eq!(refused.http_status(), 429);
     // Another caller has buckets of their own.
     limits.check(Some(&u), "carol", &t).await.unwrap();
 }
@@ -152,5 +153,6 @@ fn the_refusal_when_the_store_is_down_says_so() {
         retry_after: Duration::from_secs(5),
     };
     assert_eq!(e.retry_after_secs(), 5);
+    assert_eq!(e.http_status(), 503);
     assert!(e.to_string().contains("not run"), "{e}");
 }
