@@ -80,6 +80,8 @@ fn a_minted_key_logs_in_at_the_gateway() {
         rows.iter()
             .all(|r| r.get("key").is_none() && r["prefix"].as_str().unwrap().len() == 12)
     );
+    let text = ok(mcc(&["user", "key", "list", "--users", u]));
+    assert!(text.starts_with("USER"), "{text}");
     let text = ok(mcc(&["key", "ls", "--users", u]));
     assert!(
         text.contains("alice") && text.contains("never") && text.contains("carol"),

@@ -80,6 +80,18 @@ fn lists_describes_and_calls_example_tools() {
         (v["ok"].clone(), v["result"].clone()),
         (Value::Bool(true), Value::from(2))
     );
+    // MCC's own form: `--json '{…}'` (the object is the params, the result JSON).
+    let out = ok(mcc(&[
+        "tool",
+        "call",
+        "public.echo",
+        "--json",
+        r#"{"message": "m"}"#,
+        "-t",
+        PUBLIC,
+    ]));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["result"], "m\n");
 }
 
 #[test]
