@@ -341,6 +341,15 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
     s.connections.validate()?;
     s.metrics.validate(s.server.port)?;
     s.audit.validate()?;
+    if s.audit.stream.is_some()
+        && s.audit.redis_url.is_none()
+        && s.session.backend != SessionBackend::Redis
+    {
+        return Err((
+            "audit.stream",
+            "needs a Redis: set audit.redis_url, or keep sessions in Redis (session.backend: redis / REDIS_URL)".into(),
+        ));
+    }
     if let Some(url) = &s.rate_limit.redis_url
         && !(url.starts_with("redis://") || url.starts_with("rediss://"))
     {
@@ -601,6 +610,7 @@ mod tests {
                 ("MCC_AUDIT__PARAMS", "true"),
                 ("MCC_AUDIT__STREAM", "mcc:audit"),
                 ("MCC_AUDIT__STREAM_MAX_AGE_SECS", "86400"),
+                ("REDIS_URL", "redis://127.0.0.1:6379"),
                 ("MCC_LOG__FORMAT", "json"),
             ]),
         )
@@ -631,6 +641,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("audit.redis_url"), "{e}");
+        let e = load(None, &env(&[("MCC_AUDIT__STREAM", "mcc:audit")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("audit.stream") && e.contains("audit.redis_url"),
+            "{e}"
+        );
     }
 
     #[test]
