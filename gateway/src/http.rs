@@ -269,12 +269,14 @@ pub async fn serve(
             },
             _ = shutdown.cancelled() => break,
         };
+        // Neither side waits on a delayed ACK: our writes go out at once, and what the
+        // client sent is acknowledged before we wait for more ([`crate::quickack`]).
         let _ = stream.set_nodelay(true);
         let conn = Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
             .serve_connection(
-                TokioIo::new(stream),
+                TokioIo::new(crate::quickack::QuickAck(stream)),
                 TowerToHyperService::new(service.clone()),
             );
         let conn = graceful.watch(conn);

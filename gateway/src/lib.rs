@@ -25,6 +25,7 @@ pub mod kube;
 pub mod mcp;
 pub mod metrics;
 pub mod published;
+pub mod quickack;
 pub mod ratelimit;
 pub mod search;
 pub mod session;
