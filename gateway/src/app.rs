@@ -200,10 +200,14 @@ async fn search_service(
     catalog: &LiveCatalog,
 ) -> Result<SearchService, StartError> {
     let search_settings = settings.search_settings()?;
-    let snapshot = catalog.snapshot();
+    // Kubernetes mode starts with no catalog: its first document's index is built when it
+    // arrives, and `/readyz` waits for it (an index of nothing would count as built).
+    let snapshot = (catalog.status().generation > 0).then(|| catalog.snapshot());
     let search = tokio::task::spawn_blocking(move || {
         let search = SearchService::new(search_settings)?;
-        search.update(snapshot)?;
+        if let Some(snapshot) = snapshot {
+            search.update(snapshot)?;
+        }
         Ok::<_, SearchError>(search)
     })
     .await
