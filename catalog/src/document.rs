@@ -300,7 +300,9 @@ pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
     let json = serde_json::to_string(&doc)?;
     let hash = hex::encode(Sha256::digest(json.as_bytes()));
     let payload = if json.len() > COMPRESS_ABOVE {
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        // The default level: within a few per cent of `best` on catalog JSON, and about
+        // twice as fast, which matters on the apply → servable path of a large catalog.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         gz.write_all(json.as_bytes())?;
         Payload::Gzip(gz.finish()?)
     } else {
@@ -343,6 +345,10 @@ pub fn decode_entries(
         users: Vec<serde_json::Value>,
     }
     let text = payload_text(json, gzip)?;
+    // The common case, every entry readable: one pass straight into the document.
+    if let Ok(doc) = serde_json::from_str::<CatalogDocument>(&text) {
+        return Ok((doc, Vec::new()));
+    }
     let raw: Entries = serde_json::from_str(&text)?;
     let mut skipped = Vec::new();
     let mut doc = CatalogDocument {

@@ -536,7 +536,10 @@ mod tests {
         expected.insert("PATH".into(), "/image/bin".into());
         assert_eq!(env, expected);
         assert_eq!(env["MCC_CTX_USER"], "alice");
-        assert_eq!(env["GIT_DIR"], "configured", "passthrough reads the configured env");
+        assert_eq!(
+            env["GIT_DIR"], "configured",
+            "passthrough reads the configured env"
+        );
 
         spec.references_in_env = false;
         let env = spec.resolve(&pod_env, Path::new("/w"));
