@@ -59,8 +59,7 @@ impl Remote {
                 );
             }
         }
-        // reqwest is built without a default TLS provider: ring, as the workspace.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        mcc_gateway::tls::install_crypto_provider();
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
         if let Some(token) = &source.token {
             config = config.auth_header(token.clone());

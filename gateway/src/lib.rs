@@ -30,3 +30,4 @@ pub mod ratelimit;
 pub mod search;
 pub mod session;
 pub mod sse_coalesce;
+pub mod tls;

@@ -45,7 +45,7 @@ async fn start(max_executions: usize, per_caller: usize, per_tool: usize, wait_m
 
 /// Starts `keys.len()` calls at once; returns their texts in order.
 async fn flood(server: &Server, sid: &str, keys: &[&str]) -> Vec<String> {
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let mut tasks = Vec::new();
     for (i, key) in keys.iter().enumerate() {
         let (http, url, sid, key) = (
@@ -107,7 +107,7 @@ async fn each_limit_answers_busy_naming_its_setting() {
     ];
     for (global, per_caller, per_tool, keys, setting) in cases {
         let server = start(global, per_caller, per_tool, 200).await;
-        let http = reqwest::Client::new();
+        let http = mcp_support::http_client();
         let sid = raw_initialize(&http, &server.url).await;
         // A probe of another kind is answered while the flood runs.
         let probe = {
@@ -151,7 +151,7 @@ async fn each_limit_answers_busy_naming_its_setting() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_call_that_finds_a_slot_within_the_wait_runs() {
     let server = start(8, 1, 8, 5_000).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let sid = raw_initialize(&http, &server.url).await;
     let started = Instant::now();
     let texts = flood(&server, &sid, &["public.slow", "public.other"]).await;

@@ -80,7 +80,11 @@ async fn slow_and_half_open_clients_are_disconnected() {
         idle.push(TcpStream::connect(&addr).await.unwrap());
     }
     let t = Instant::now();
-    let ok = reqwest::get(format!("{}/healthz", gw.base)).await.unwrap();
+    let ok = mcp_support::http_client()
+        .get(format!("{}/healthz", gw.base))
+        .send()
+        .await
+        .unwrap();
     assert!(ok.status().is_success());
     assert!(
         t.elapsed() < Duration::from_millis(500),
@@ -131,7 +135,7 @@ async fn slow_and_half_open_clients_are_disconnected() {
 async fn stalled_bodies_and_long_requests_time_out_but_sse_streams_stay() {
     let (_dir, gw) = start().await;
     let addr = format!("127.0.0.1:{}", gw.port);
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let sid = raw_initialize(&http, &gw.url).await;
 
     // A body that stops half-way.
@@ -229,7 +233,7 @@ async fn legacy_sessions_and_sse_streams_are_capped_per_caller() {
         ],
     )
     .await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let mut sids = Vec::new();
     for _ in 0..3 {
         sids.push(raw_initialize(&http, &gw.url).await);
@@ -296,7 +300,7 @@ async fn in_memory_legacy_sessions_expire_with_the_session_ttl() {
     let dir = tempfile::tempdir().unwrap();
     settings(dir.path(), "dev-admin", None);
     let gw = spawn(dir.path(), &[("MCC_SESSION__TTL_SECS", "2".into())]).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let sid = raw_initialize(&http, &gw.url).await;
     // Used within the TTL: kept.
     tokio::time::sleep(Duration::from_millis(1200)).await;

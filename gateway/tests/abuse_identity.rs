@@ -93,7 +93,7 @@ fn exp() -> u64 {
 
 /// `whoami`'s first line for a token, or the HTTP status it was refused with.
 async fn who(server: &Server, claims: Value) -> Result<String, u16> {
-    let resp = reqwest::Client::new()
+    let resp = mcp_support::http_client()
         .post(&server.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

@@ -33,7 +33,7 @@ fn fixture() -> &'static Fixture {
         Fixture {
             runtime,
             server,
-            http: reqwest::Client::new(),
+            http: mcp_support::http_client(),
         }
     })
 }

@@ -17,7 +17,7 @@ use serde_json::json;
 const TOKEN: &str = "scrape-token-for-the-abuse-suite";
 
 async fn get(url: String, token: Option<&str>) -> (u16, String) {
-    let mut req = reqwest::Client::new().get(url);
+    let mut req = mcp_support::http_client().get(url);
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
@@ -40,7 +40,7 @@ async fn metrics_cannot_be_inflated_injected_or_read_without_the_credential() {
     .await;
     let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
 
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let sid = raw_initialize(&http, &gw.url).await;
     let hostile = "x\"} 1\nmcc_injected_total 9\n# EOF\n";
     let mut keys: Vec<String> = (0..200).map(|i| format!("random.key{i}")).collect();

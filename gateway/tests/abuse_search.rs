@@ -70,7 +70,11 @@ async fn hostile_queries(env: &[(&str, String)], mode: &str) {
     let dir = tempfile::tempdir().unwrap();
     settings(dir.path(), "dev-admin", None);
     let gw = spawn(dir.path(), env).await;
-    let http = reqwest::Client::new();
+    if mode == "hybrid" {
+        // Compare hybrid with hybrid: the first answers are keyword-only until then.
+        gw.wait_for_semantic().await;
+    }
+    let http = mcp_support::http_client();
     let sid = raw_initialize(&http, &gw.url).await;
     let warm = search(&http, &gw.url, &sid, 1, "echo a message").await;
     assert!(warm.contains("public.echo"), "{warm}");

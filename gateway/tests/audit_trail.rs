@@ -235,7 +235,7 @@ async fn the_binary_writes_events_to_stdout_and_its_log_as_json() {
         }
     });
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let mut ready = false;
     for _ in 0..300 {
         if let Ok(r) = http

@@ -59,7 +59,7 @@ async fn initialize_status(url: &str, token: &str) -> u16 {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
-    reqwest::Client::new()
+    mcp_support::http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -73,7 +73,7 @@ async fn initialize_status(url: &str, token: &str) -> u16 {
 }
 
 async fn get(url: String) -> (u16, String) {
-    let r = reqwest::get(url).await.unwrap();
+    let r = mcp_support::http_client().get(url).send().await.unwrap();
     (r.status().as_u16(), r.text().await.unwrap())
 }
 

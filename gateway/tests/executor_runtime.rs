@@ -33,7 +33,11 @@ fn executor(socket: &Path) -> tokio::task::JoinHandle<()> {
 }
 
 async fn ready(base: &str) -> (u16, Value) {
-    let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    let r = mcp_support::http_client()
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap();
     (r.status().as_u16(), r.json().await.unwrap())
 }
 

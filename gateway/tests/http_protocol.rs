@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_protocol_errors() {
     let server = start("dev-admin").await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
 
     // Malformed JSON: 400 with a JSON-RPC parse error.
     let (status, _, msgs) = post(&http, &server.url, None, "{not json".into()).await;
@@ -83,7 +83,7 @@ async fn request_body_limit_and_allowed_hosts_come_from_settings() {
     s.server.allowed_hosts = vec!["mcc-gateway.mcc.svc".into()];
     s.server.allowed_origins = vec!["https://app.example.com:443".into()];
     let server = start_with(s, dir).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
@@ -130,7 +130,7 @@ async fn request_body_limit_and_allowed_hosts_come_from_settings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_and_metrics() {
     let server = start("dev-admin").await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let health = http
         .get(format!("{}/healthz", server.base))
         .send()
@@ -176,7 +176,7 @@ async fn probes_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_file_edits_are_picked_up_and_broken_edits_keep_the_last_good_catalog() {
     let server = start("dev-admin").await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let client = stateless(&server.url, TestClient::plain()).await;
     let file = server.tools_file();
 
@@ -250,7 +250,7 @@ async fn redis_outage_keeps_catalog_tools_working_and_recovers() {
         Some(&format!("redis://127.0.0.1:{port}")),
     );
     let server = start_with(s, dir).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let client = legacy(&server.url, TestClient::plain()).await;
 
     // Redis is down: catalog tools work, session tools say why they cannot.

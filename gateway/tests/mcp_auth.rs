@@ -17,7 +17,7 @@ async fn initialize_status(url: &str, token: Option<&str>) -> (u16, Option<Strin
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
-    let mut req = reqwest::Client::new()
+    let mut req = mcp_support::http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

@@ -17,7 +17,7 @@ async fn a_session_survives_its_replica() {
     let dir = tempfile::tempdir().unwrap();
     let a = spawn_replica(dir.path()).await;
     let b = spawn_replica(dir.path()).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
 
     let sid = raw_initialize(&http, &a.url).await;
     assert_eq!(
@@ -138,7 +138,13 @@ async fn sigterm_shuts_down_gracefully() {
     }
     let status = status.expect("the gateway exits after SIGTERM");
     assert!(status.success(), "{status:?}");
-    assert!(reqwest::get(format!("{}/healthz", r.base)).await.is_err());
+    assert!(
+        mcp_support::http_client()
+            .get(format!("{}/healthz", r.base))
+            .send()
+            .await
+            .is_err()
+    );
 }
 
 #[test]

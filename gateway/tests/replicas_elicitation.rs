@@ -55,7 +55,7 @@ async fn an_elicitation_answer_sent_to_another_replica_resumes_the_call() {
     let dir = tempfile::tempdir().unwrap();
     let a = spawn_replica(dir.path()).await;
     let b = spawn_replica(dir.path()).await;
-    let http = reqwest::Client::new();
+    let http = mcp_support::http_client();
     let sid = initialize_eliciting(&http, &a.url).await;
 
     let flow = async {

@@ -64,7 +64,11 @@ const WEATHER: &str = "  - name: weather
 ";
 
 async fn readyz(base: &str) -> (u16, Value) {
-    let r = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    let r = mcp_support::http_client()
+        .get(format!("{base}/readyz"))
+        .send()
+        .await
+        .unwrap();
     (r.status().as_u16(), r.json().await.unwrap())
 }
 
@@ -72,7 +76,7 @@ async fn initialize_status(url: &str, token: &str) -> u16 {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}});
-    reqwest::Client::new()
+    mcp_support::http_client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

@@ -45,6 +45,7 @@ impl RemoteEmbedder {
                 "search.embeddings_url: expected an http(s) URL, got '{base}'"
             )));
         }
+        crate::tls::install_crypto_provider();
         let client = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()

@@ -231,8 +231,21 @@ impl ClientHandler for TestClient {
 
 pub type Client = RunningService<RoleClient, TestClient>;
 
+/// A reqwest client for a test's own HTTP requests (the process's TLS provider first:
+/// see `mcc_gateway::tls`).
+pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().expect("a reqwest client")
+}
+
+/// [`http_client`]'s builder, for tests that set timeouts or pools.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    mcc_gateway::tls::install_crypto_provider();
+    reqwest::Client::builder()
+}
+
 /// A legacy client (initialize handshake, `Mcp-Session-Id`).
 pub async fn legacy(url: &str, handler: TestClient) -> Client {
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve(transport)
@@ -242,6 +255,7 @@ pub async fn legacy(url: &str, handler: TestClient) -> Client {
 
 /// A 2026-07-28 client (stateless, no session id).
 pub async fn stateless(url: &str, handler: TestClient) -> Client {
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve_with_lifecycle(
@@ -366,6 +380,7 @@ pub fn default_settings() -> Settings {
 pub async fn with_token(url: &str, token: &str, stateless_client: bool) -> Client {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(config);
     let lifecycle = if stateless_client {
         ClientLifecycleMode::Discover {

@@ -56,7 +56,7 @@ pub async fn spawn_gateway(dir: &Path, env: &[(&str, String)]) -> Replica {
         url: format!("{base}/mcp"),
         base,
     };
-    let http = reqwest::Client::new();
+    let http = super::http_client();
     for _ in 0..300 {
         if let Ok(r) = http.get(format!("{}/readyz", replica.base)).send().await
             && r.status().is_success()
@@ -66,6 +66,27 @@ pub async fn spawn_gateway(dir: &Path, env: &[(&str, String)]) -> Replica {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("gateway on port {port} never became ready");
+}
+
+impl Replica {
+    /// Waits until `/readyz` says semantic ranking has joined (`search.semantic`): the
+    /// gateway serves keyword-only search while the embeddings are built.
+    pub async fn wait_for_semantic(&self) {
+        let http = super::http_client();
+        for _ in 0..1200 {
+            if let Ok(r) = http.get(format!("{}/readyz", self.base)).send().await
+                && let Ok(body) = r.json::<serde_json::Value>().await
+                && body["search"]["semantic"] == true
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "the gateway on port {} never had a semantic index",
+            self.port
+        );
+    }
 }
 
 /// A replica sharing the test Redis (sessions, legacy session registry, relay).
