@@ -1,5 +1,5 @@
 //! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
-//! malformed-body guard ([`crate::jsonrpc_guard`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
+//! malformed-body guard ([`crate::jsonrpc_guard`]), the REST routes ([`crate::rest`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
 //! request tracing and request metrics as tower layers.
 //!
 //! Also what bounds one client ([`serve`]): a connection must send a request's headers
@@ -136,6 +136,12 @@ pub fn router_with(
     limits: RouterLimits,
 ) -> Router {
     let limit = BodyLimit(options.server.max_request_body);
+    // REST beside MCP: the same authentication and the same calls (crate::rest).
+    let rest = crate::rest::router(
+        shared.clone(),
+        authenticator.clone(),
+        options.server.max_request_body,
+    );
     let RouterLimits {
         metrics,
         request_timeout,
@@ -169,6 +175,7 @@ pub fn router_with(
     let mut router = probes
         .with_state(state.clone())
         .merge(mcp)
+        .merge(rest)
         .layer(middleware::from_fn_with_state(state, track));
     if let Some(timeout) = request_timeout {
         // Ends when the response starts: an SSE stream's body is not covered.

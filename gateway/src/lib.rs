@@ -5,7 +5,8 @@
 //! ([`mcc_catalog::rbac`]) → params ([`mcc_catalog::params`], [`mcp::ask`]) → context
 //! ([`mcc_catalog::context`], [`session`]) → [`ratelimit`] → [`exec`] (environment,
 //! process, limits, transform, cache) → result → write-back → [`audit`]; all of it in
-//! [`mcp::execute`].
+//! [`calls::execute`], the one pipeline both surfaces run: MCP ([`mcp`]) and REST
+//! ([`rest`]).
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
 //! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
@@ -14,6 +15,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod caller_caps;
+pub mod calls;
 pub mod catalog;
 pub mod check;
 pub mod config;
@@ -27,6 +29,7 @@ pub mod metrics;
 pub mod published;
 pub mod quickack;
 pub mod ratelimit;
+pub mod rest;
 pub mod search;
 pub mod session;
 pub mod sse_coalesce;

@@ -26,14 +26,24 @@ pub const INPUT_KEY: &str = "missing_params";
 /// How long a legacy client may take to answer.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What to do after checking for missing parameters.
-pub enum Asked {
-    /// Go on with these params (possibly completed by the client's answer).
-    Proceed(Map<String, Value>),
-    /// The client declined or cancelled.
-    Cancelled,
-    /// Reply with this `input_required` result; the client retries with an answer.
-    InputRequired(InputRequiredResult),
+/// What to do after checking for missing parameters; pending: the `input_required`
+/// result to reply with (the client retries with an answer).
+pub type Asked = crate::calls::execute::Asked<InputRequiredResult>;
+
+/// The pipeline's [`crate::calls::execute::Ask`] for one MCP request: asks the client
+/// as described above.
+pub struct McpAsk<'a> {
+    pub ctx: &'a RequestContext<RoleServer>,
+    pub answers: Option<&'a InputResponses>,
+}
+
+#[async_trait::async_trait]
+impl crate::calls::execute::Ask for McpAsk<'_> {
+    type Pending = InputRequiredResult;
+
+    async fn missing_params(&self, tool: &Tool, key: &str, params: Map<String, Value>) -> Asked {
+        missing_params(tool, key, params, self.ctx, self.answers).await
+    }
 }
 
 /// The message shown to the user, as the reference words it.
@@ -108,7 +118,7 @@ pub async fn missing_params(
             INPUT_KEY.to_string(),
             InputRequest::Elicitation(ElicitRequest::new(question)),
         );
-        return Asked::InputRequired(InputRequiredResult::from_input_requests(requests));
+        return Asked::Pending(InputRequiredResult::from_input_requests(requests));
     }
     if !ctx
         .peer

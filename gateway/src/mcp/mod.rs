@@ -18,7 +18,6 @@ pub mod surface;
 pub mod text;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
@@ -31,7 +30,6 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::audit::AuditEvent;
 use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
@@ -90,13 +88,9 @@ impl Shared {
     /// The session scope of a call: an explicit handle (must be one this user minted),
     /// else the MCP session id, else the caller's default bucket.
     pub async fn scope(&self, call: &CallCtx, handle: Option<&str>) -> Result<Scope, String> {
-        let username = call.caller.username();
-        let scope = match (handle, &call.mcp_session) {
-            (Some(handle), _) => self.sessions.scope_for_handle(handle, username).await,
-            (None, Some(id)) => Scope::new(id, username),
-            (None, None) => Ok(Scope::default_for(username)),
-        };
-        scope.map_err(|e| self.store_failure("scope", e))
+        crate::calls::execute::scope(self, call, handle)
+            .await
+            .map_err(|f| f.message)
     }
 
     /// The text for a failed session-store call; counts outages.
@@ -240,61 +234,17 @@ impl McpServer {
         args: &Map<String, Value>,
         error: String,
     ) -> String {
-        let mut event = AuditEvent::new(name, &call.caller);
-        if let Some(key) = args.get("key").and_then(Value::as_str) {
-            event.set_tool(key);
-        }
-        event.finish("invalid", std::time::Duration::ZERO);
-        self.shared.audit.record(&event);
+        let key = args.get("key").and_then(Value::as_str);
+        crate::calls::execute::record_unparsed(&self.shared, call, name, key);
         error
     }
 
     async fn search(&self, call: &CallCtx, args: SearchArgs) -> CallToolResponse {
-        let started = Instant::now();
-        let mut event = AuditEvent::new("search", &call.caller);
-        event.min_score = args.min_score;
-        let (outcome, response) = self.search_inner(call, &args, &mut event).await;
-        event.finish(outcome, started.elapsed());
-        self.shared.audit.record(&event);
-        response
-    }
-
-    async fn search_inner(
-        &self,
-        call: &CallCtx,
-        args: &SearchArgs,
-        event: &mut AuditEvent,
-    ) -> (&'static str, CallToolResponse) {
-        let started = Instant::now();
-        let user = call.caller.user.as_ref();
-        let result = self
-            .shared
-            .search
-            .search_text(
-                Some(self.shared.catalog.snapshot()),
-                &args.query,
-                user,
-                args.min_score,
-            )
-            .await;
-        self.shared.metrics.search(started.elapsed());
-        match result {
-            Ok(out) => {
-                event.query = Some(args.query.clone());
-                event.bytes_out = out.len() as u64;
-                ("success", text_result("search", out))
-            }
-            // A caller's oversized query is its own mistake, not the gateway's: answered,
-            // not logged as an error (callers could otherwise fill the error log). Its
-            // text is not recorded either.
-            Err(e @ crate::search::SearchError::QueryTooLong { .. }) => {
-                event.reason = Some(e.to_string());
-                ("invalid", error_result(format!("Search failed: {e}")))
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "search failed");
-                event.query = Some(args.query.clone());
-                ("error", error_result(format!("Search failed: {e}")))
+        use crate::calls::search::{self, Searched};
+        match search::search(&self.shared, call, &args.query, args.min_score).await {
+            Searched::Found(found) => text_result("search", search::text(&found)),
+            Searched::Invalid(e) | Searched::Error(e) => {
+                error_result(format!("Search failed: {e}"))
             }
         }
     }

@@ -1,8 +1,10 @@
 //! The exact texts the MCP tools return (reference MCC 0.4.0 strings), as pure functions
-//! of the catalog, the caller and the inputs.
+//! of the catalog, the caller and the inputs. What a caller may see is
+//! [`crate::calls::view`]'s; this module only words it.
 
-use mcc_catalog::{Tool, User};
+use mcc_catalog::User;
 
+use crate::calls::view;
 use crate::catalog::Catalog;
 
 pub const NO_TOOLS: &str = "No tools available.";
@@ -22,19 +24,13 @@ pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
     format!("Validation error for tool '{key}': {error}")
 }
 
-/// Tools the caller may run, filtered to those in all of `groups` (an empty list is no
-/// filter), sorted by key, as `## <key>\n<description>` joined by a blank line.
+/// The tools the caller may run ([`crate::calls::view::visible_tools`]) as
+/// `## <key>\n<description>` joined by a blank line.
 pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String]) -> String {
-    let mut tools: Vec<&Tool> = catalog
-        .tools()
-        .iter()
-        .filter(|t| t.allows(user))
-        .filter(|t| groups.iter().all(|g| t.groups.contains(g)))
-        .collect();
+    let tools = view::visible_tools(catalog, user, groups);
     if tools.is_empty() {
         return NO_TOOLS.to_string();
     }
-    tools.sort_by(|a, b| a.key.cmp(&b.key));
     tools
         .iter()
         .map(|t| format!("## {}\n{}", t.key, t.description))
@@ -44,16 +40,9 @@ pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String])
 
 /// whoami's four lines (groups in stored order, tools = every accessible key, sorted).
 pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
-    let Some(user) = user else {
+    let Some(me) = view::whoami(catalog, user) else {
         return NOT_AUTHENTICATED.to_string();
     };
-    let mut keys: Vec<&str> = catalog
-        .tools()
-        .iter()
-        .filter(|t| t.allows(Some(user)))
-        .map(|t| t.key.as_str())
-        .collect();
-    keys.sort_unstable();
     let or_none = |s: String| {
         if s.is_empty() {
             "(none)".to_string()
@@ -63,19 +52,21 @@ pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
     };
     format!(
         "username: {}\nemail: {}\ngroups: {}\ntools: {}",
-        user.username,
-        user.email
+        me.user.username,
+        me.user
+            .email
             .as_deref()
             .filter(|e| !e.is_empty())
             .unwrap_or("(none)"),
-        or_none(user.groups.join(", ")),
-        or_none(keys.join(", "))
+        or_none(me.user.groups.join(", ")),
+        or_none(me.tools.join(", "))
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mcc_catalog::Tool;
     use serde_json::json;
 
     fn tool(key: &str, groups: &[&str], description: &str) -> Tool {

@@ -1,0 +1,451 @@
+//! The execute pipeline, top to bottom: look up → authorize → ask for missing params
+//! ([`Ask`]; MCP asks the client, REST never does) → validate → rate limits → assemble
+//! context → run → shape the result (the response size limit) → write back (fn tools) →
+//! one audit event and the call metrics, whatever the outcome.
+//!
+//! [`execute`] returns an [`Executed`]: which step ended the call and with what. MCP
+//! renders it as MCC's texts ([`crate::mcp::execute`]), REST as status codes and JSON
+//! ([`crate::rest`]). Every rule is `mcc_catalog`'s; every run is the engine's (its
+//! concurrency limiter included).
+
+use std::time::Instant;
+
+use mcc_catalog::Tool;
+use mcc_catalog::context;
+use mcc_catalog::params::ValidationError;
+use serde_json::{Map, Value};
+
+use crate::audit::AuditEvent;
+use crate::exec::{Call, ExecError, Outcome};
+use crate::mcp::{CallCtx, Shared};
+use crate::ratelimit::RateLimited;
+use crate::session::{Scope, SessionError};
+
+/// One execute call as a surface received it.
+#[derive(Debug, Clone)]
+pub struct ExecRequest<'a> {
+    /// The tool key the caller asked for.
+    pub key: &'a str,
+    /// The caller's params (before questions, validation and overrides).
+    pub params: Map<String, Value>,
+    /// A session handle from `new_session`; `None`: the MCP session, else the caller's
+    /// default bucket.
+    pub session: Option<&'a str>,
+}
+
+/// What to do after checking for missing parameters.
+pub enum Asked<P> {
+    /// Go on with these params (possibly completed by the client's answer).
+    Proceed(Map<String, Value>),
+    /// The client declined or cancelled.
+    Cancelled,
+    /// The surface answers with this and the client retries (MCP's `input_required`).
+    Pending(P),
+}
+
+/// How a surface gets missing required params from its client.
+#[async_trait::async_trait]
+pub trait Ask: Send + Sync {
+    /// What the surface replies with while it waits for an answer.
+    type Pending: Send;
+    /// `params` completed by the client, or why the call stops here.
+    async fn missing_params(
+        &self,
+        tool: &Tool,
+        key: &str,
+        params: Map<String, Value>,
+    ) -> Asked<Self::Pending>;
+}
+
+/// Never asks: missing params are left to validation, which names them (REST).
+pub struct NeverAsk;
+
+#[async_trait::async_trait]
+impl Ask for NeverAsk {
+    type Pending = std::convert::Infallible;
+
+    async fn missing_params(
+        &self,
+        _tool: &Tool,
+        _key: &str,
+        params: Map<String, Value>,
+    ) -> Asked<Self::Pending> {
+        Asked::Proceed(params)
+    }
+}
+
+/// How an execute call ended: the step that ended it and what it found.
+#[derive(Debug)]
+pub enum Executed<P> {
+    /// No tool has this key.
+    Unknown,
+    /// The tool exists and the caller may not run it.
+    Unauthorized,
+    /// The client declined to give missing params.
+    Cancelled,
+    /// Waiting for the client's answer (the surface's own reply).
+    Pending(P),
+    /// The params are wrong; each problem names its param.
+    Invalid(ValidationError),
+    /// Refused by the rate limits (or they could not be checked).
+    RateLimited(RateLimited),
+    /// The session scope or its variables could not be had.
+    Session(SessionFailure),
+    /// The tool could not be run at all (including: no execution slot, [`ExecError::Busy`]).
+    NotRun(ExecError),
+    /// The tool ran (or its result came from the cache).
+    Ran(Ran),
+}
+
+/// A session-store refusal or failure, as text (see [`Shared::store_failure`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionFailure {
+    pub message: String,
+    /// The caller's mistake (an unknown, malformed or foreign handle), not an outage.
+    pub caller_error: bool,
+}
+
+/// A tool's result, shaped for sending back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    /// What the tool produced (shell output that parses as JSON parsed, as MCC does).
+    pub outcome: Outcome,
+    pub cached: bool,
+    /// The result text, cut at `server.response_max_size`; `None` for a `null` result.
+    pub text: Option<String>,
+    /// Whether `text` was cut (it then ends with [`crate::mcp::text::TRUNCATED`]).
+    pub truncated: bool,
+}
+
+impl Ran {
+    /// The tool's exit code (0 for a success).
+    pub fn exit_code(&self) -> i32 {
+        match &self.outcome {
+            Outcome::Success(_) => 0,
+            Outcome::Failure { code, .. } => *code,
+        }
+    }
+}
+
+impl<P> Executed<P> {
+    /// The outcome label of audit events, metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Executed::Unknown => "unknown",
+            Executed::Unauthorized => "unauthorized",
+            Executed::Cancelled => "cancelled",
+            Executed::Pending(_) => "input_required",
+            Executed::Invalid(_) => "invalid",
+            Executed::RateLimited(_) => "rate_limited",
+            Executed::Session(_) | Executed::NotRun(_) => "error",
+            Executed::Ran(r) if r.outcome.is_success() => "success",
+            Executed::Ran(_) => "failure",
+        }
+    }
+}
+
+/// Runs one execute call for `call`'s caller and records it (audit event, metrics, log).
+pub async fn execute<A: Ask>(
+    shared: &Shared,
+    call: &CallCtx,
+    request: ExecRequest<'_>,
+    ask: &A,
+) -> Executed<A::Pending> {
+    let started = Instant::now();
+    let key = request.key;
+    let mut event = AuditEvent::new("execute", &call.caller);
+    event.set_tool(key);
+    let executed = run(shared, call, &request, ask, &mut event).await;
+    let label = executed.label();
+    match &executed {
+        Executed::Ran(ran) => {
+            event.exit_code = Some(ran.exit_code());
+            event.cached = ran.cached;
+            event.bytes_out = ran.text.as_ref().map_or(0, |t| t.len() as u64);
+        }
+        Executed::RateLimited(refused) => event.reason = Some(refused.to_string()),
+        _ => {}
+    }
+    event.finish(label, started.elapsed());
+    shared.audit.record(&event);
+    shared.metrics.tool_call(key, label, started.elapsed());
+    tracing::info!(
+        user = call.caller.username(),
+        tool = key,
+        outcome = label,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "execute completed"
+    );
+    executed
+}
+
+/// Records a call whose arguments did not even parse (`invalid`), as for any other call.
+pub fn record_unparsed(shared: &Shared, call: &CallCtx, kind: &str, key: Option<&str>) {
+    let mut event = AuditEvent::new(kind, &call.caller);
+    if let Some(key) = key {
+        event.set_tool(key);
+    }
+    event.finish("invalid", std::time::Duration::ZERO);
+    shared.audit.record(&event);
+}
+
+async fn run<A: Ask>(
+    shared: &Shared,
+    call: &CallCtx,
+    request: &ExecRequest<'_>,
+    ask: &A,
+    event: &mut AuditEvent,
+) -> Executed<A::Pending> {
+    let key = request.key;
+    let catalog = shared.catalog.snapshot();
+    let Some(tool) = catalog.tool(key) else {
+        tracing::warn!(tool = key, "execute: unknown tool");
+        return Executed::Unknown;
+    };
+    let user = call.caller.user.as_ref();
+    if !tool.allows(user) {
+        tracing::warn!(
+            user = call.caller.username(),
+            tool = key,
+            "execute: access denied"
+        );
+        return Executed::Unauthorized;
+    }
+
+    let given = match ask.missing_params(tool, key, request.params.clone()).await {
+        Asked::Proceed(p) => p,
+        Asked::Cancelled => return Executed::Cancelled,
+        Asked::Pending(p) => return Executed::Pending(p),
+    };
+    let params = match mcc_catalog::params::validate(tool, &given) {
+        Ok(p) => p,
+        Err(e) => return Executed::Invalid(e),
+    };
+    shared.audit.note_params(event, tool, &params);
+    // Before the result cache: a cached result is a call too.
+    if let Err(refused) = shared
+        .rate_limits
+        .check(user, call.caller.username(), tool)
+        .await
+    {
+        return Executed::RateLimited(refused);
+    }
+
+    let scope = match scope(shared, call, request.session).await {
+        Ok(s) => s,
+        Err(failure) => return Executed::Session(failure),
+    };
+    let stored = match shared.sessions.vars(&scope).await {
+        Ok(v) => v,
+        Err(e) => return Executed::Session(session_failure(shared, "vars", e)),
+    };
+    let mut context = context::assemble(user, &stored);
+    let dropped = context::fit_env(&mut context);
+    if !dropped.is_empty() {
+        tracing::warn!(
+            tool = key,
+            ?dropped,
+            "execute: session variables left out of the context: it would not fit one environment string"
+        );
+    }
+    // What the tool is given: its write-back is applied as changes against this.
+    let given = context.clone();
+
+    let execution = match shared
+        .engine
+        .execute(Call {
+            tool,
+            refs: catalog.refs(key),
+            params,
+            context,
+            caller: call.caller.username(),
+        })
+        .await
+    {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::error!(tool = key, error = %e, "execute: could not run the tool");
+            return Executed::NotRun(e);
+        }
+    };
+
+    // As in MCC: only a run that happened (not a cache hit) and succeeded writes back.
+    if let (Outcome::Success(_), Some(left)) = (&execution.outcome, &execution.write_back)
+        && tool.kind.is_fn()
+        && !execution.cached
+    {
+        write_back(shared, call, &scope, key, &given, left).await;
+    }
+    let outcome = parse_shell_json(tool, execution.outcome);
+    Executed::Ran(shape(outcome, execution.cached, shared.response_max_size))
+}
+
+/// The session scope of a call: an explicit handle (must be one this user minted), else
+/// the MCP session id, else the caller's default bucket.
+pub async fn scope(
+    shared: &Shared,
+    call: &CallCtx,
+    handle: Option<&str>,
+) -> Result<Scope, SessionFailure> {
+    let username = call.caller.username();
+    let scope = match (handle, &call.mcp_session) {
+        (Some(handle), _) => shared.sessions.scope_for_handle(handle, username).await,
+        (None, Some(id)) => Scope::new(id, username),
+        (None, None) => Ok(Scope::default_for(username)),
+    };
+    scope.map_err(|e| session_failure(shared, "scope", e))
+}
+
+fn session_failure(shared: &Shared, operation: &str, e: SessionError) -> SessionFailure {
+    let caller_error = !matches!(
+        e,
+        SessionError::Unavailable(_) | SessionError::Corrupt { .. }
+    );
+    SessionFailure {
+        message: shared.store_failure(operation, e),
+        caller_error,
+    }
+}
+
+/// As MCC does, text printed by a shell (an exec or curl tool's stdout, or a transform's
+/// output) that parses as JSON is returned as that JSON value: `echo 5` gives the number
+/// 5, a JSON object on stdout becomes structured content. An fn tool's string result
+/// stays a string.
+pub fn parse_shell_json(tool: &Tool, outcome: Outcome) -> Outcome {
+    let from_shell = !tool.kind.is_fn() || tool.transform.is_some();
+    match outcome {
+        Outcome::Success(Value::String(text)) if from_shell => {
+            match serde_json::from_str::<Value>(&text) {
+                Ok(parsed) => Outcome::Success(parsed),
+                Err(_) => Outcome::Success(Value::String(text)),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The result as both surfaces send it: a `null` result has no text; anything else is
+/// its client text ([`Outcome::to_text`]: a string as is, other values and the failure
+/// triple as compact JSON), cut at `limit` bytes by the engine's rule.
+pub fn shape(outcome: Outcome, cached: bool, limit: usize) -> Ran {
+    if let Outcome::Success(Value::Null) = outcome {
+        return Ran {
+            outcome,
+            cached,
+            text: None,
+            truncated: false,
+        };
+    }
+    let full = outcome.to_text();
+    let full_len = full.len();
+    let text = crate::exec::result::limit(full, limit);
+    let truncated = text.len() != full_len;
+    Ran {
+        outcome,
+        cached,
+        text: Some(text),
+        truncated,
+    }
+}
+
+/// Applies what an fn tool changed in its context (keys set, changed or deleted against
+/// `given`, the context it received) to the scope's variables, atomically; variables it
+/// did not touch keep what concurrent calls stored meanwhile. Invalid keys, or a result
+/// over the session limits, reject the whole write-back (logged; the stored variables
+/// stay as they were); the tool's result is returned either way.
+async fn write_back(
+    shared: &Shared,
+    call: &CallCtx,
+    scope: &Scope,
+    key: &str,
+    given: &Map<String, Value>,
+    left: &Map<String, Value>,
+) {
+    match context::write_back_diff(given, left) {
+        Ok(changes) => {
+            if let Err(e) = shared.sessions.apply(scope, &changes).await {
+                let message = shared.store_failure("write_back", e);
+                tracing::warn!(
+                    user = call.caller.username(),
+                    tool = key,
+                    error = %message,
+                    "execute: context write-back not applied; session vars unchanged"
+                );
+            }
+        }
+        Err(e) => tracing::warn!(
+            user = call.caller.username(),
+            tool = key,
+            "execute: rejected context write-back ({e}); no session vars written"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shell_output_that_is_json_becomes_json() {
+        let exec: Tool = serde_json::from_value(
+            json!({"key": "t", "name": "t", "kind": "exec", "command": "echo"}),
+        )
+        .unwrap();
+        let mut func = exec.clone();
+        func.kind = mcc_catalog::ToolKind::Fn {
+            path: "m:f".into(),
+            python: None,
+        };
+        let out = |t: &Tool, v: Value| parse_shell_json(t, Outcome::Success(v));
+        assert_eq!(out(&exec, json!("5\n")), Outcome::Success(json!(5)));
+        assert_eq!(
+            out(&exec, json!("{\"a\": 1}")),
+            Outcome::Success(json!({"a": 1}))
+        );
+        assert_eq!(
+            out(&exec, json!("hello\n")),
+            Outcome::Success(json!("hello\n"))
+        );
+        assert_eq!(
+            out(&func, json!("{\"a\": 1}")),
+            Outcome::Success(json!("{\"a\": 1}"))
+        );
+        func.transform = Some("cat".into());
+        assert_eq!(out(&func, json!("[1]")), Outcome::Success(json!([1])));
+    }
+
+    #[test]
+    fn shapes_text_and_cuts_at_the_limit() {
+        let r = shape(Outcome::Success(json!({"a": 1})), false, 100);
+        assert_eq!(r.text.as_deref(), Some("{\"a\":1}"));
+        assert!(!r.truncated);
+        assert_eq!(shape(Outcome::Success(Value::Null), false, 100).text, None);
+        let fail = Outcome::Failure {
+            code: 3,
+            stdout: "out\n".into(),
+            stderr: "err\n".into(),
+        };
+        let r = shape(fail, false, 100);
+        assert_eq!(r.text.as_deref(), Some("[3,\"out\\n\",\"err\\n\"]"));
+        assert_eq!(r.exit_code(), 3);
+        let r = shape(Outcome::Success(json!("x".repeat(1000))), true, 100);
+        let t = r.text.unwrap();
+        assert!(r.truncated && t.len() <= 100, "{t}");
+        assert!(t.ends_with(crate::exec::result::TRUNCATION_NOTICE));
+    }
+
+    #[test]
+    fn labels_name_the_step_that_ended_the_call() {
+        let ran = |o| Executed::<()>::Ran(shape(o, false, 100));
+        assert_eq!(ran(Outcome::Success(json!(1))).label(), "success");
+        let fail = Outcome::Failure {
+            code: 1,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        assert_eq!(ran(fail).label(), "failure");
+        assert_eq!(Executed::<()>::Unauthorized.label(), "unauthorized");
+        assert_eq!(Executed::Pending(()).label(), "input_required");
+    }
+}

@@ -1,0 +1,215 @@
+//! The REST surface beside MCP, for people and scripts: `GET /v1/tools` (JSON, Markdown
+//! or HTML), `GET|POST /v1/tools/{key}` (describe, execute), `GET /v1/search`,
+//! `GET /v1/whoami`, and MCC's unversioned spellings of the same routes (`/tools`,
+//! `/tools/{key}`, `/search`, `/whoami`) as aliases. `GET /v1/openapi.json` serves the
+//! OpenAPI 3.1 document, generated from the handlers and their types by utoipa.
+//!
+//! This module owns the routes, their status codes and JSON shapes ([`types`],
+//! [`error`]) and the tool list's representations ([`format`]). What a call does is
+//! [`crate::calls`]' — the same pipeline MCP runs: authentication ([`crate::auth`]'s
+//! middleware, so `Authorization: Bearer` and `X-API-Key`), RBAC, validation, rate
+//! limits, session context, the concurrency limiter, the response size limit, metrics
+//! and the audit trail. What REST does differently: a key the caller may not run is a
+//! 404 exactly like an unknown key, and missing params are a 400 (no questions).
+
+pub mod error;
+pub mod format;
+pub mod handlers;
+pub mod types;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::header;
+use axum::middleware;
+use axum::response::IntoResponse;
+use utoipa::openapi::OpenApi as Document;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::auth::{self, Authenticator};
+use crate::mcp::Shared;
+use handlers::RestState;
+
+/// Where the versioned routes live; the same routes without it are MCC's spellings.
+pub const PREFIX: &str = "/v1";
+
+/// Where the OpenAPI document is served (without authentication).
+pub const OPENAPI_PATH: &str = "/v1/openapi.json";
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "MCC gateway REST API",
+        description = "The REST surface beside MCP: the caller's tools, search, whoami and execute, \
+                       with the same authentication, RBAC, rate limits, sessions and audit trail as \
+                       MCP. See docs/rest.md."
+    ),
+    modifiers(&Credentials),
+    security(("bearer" = []), ("api_key" = [])),
+    tags(
+        (name = "tools", description = "List, describe and run the caller's tools"),
+        (name = "search", description = "Find tools by what they do"),
+        (name = "identity", description = "Who the caller is"),
+        (name = "meta", description = "This document"),
+    )
+)]
+struct ApiDoc;
+
+/// The credentials [`crate::auth`] takes: a bearer token (JWT, API key or ServiceAccount
+/// token, by `auth.backend`) or an API key in `X-API-Key`.
+struct Credentials;
+
+impl Modify for Credentials {
+    fn modify(&self, openapi: &mut Document) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "A JWT, an API key (mcc_…) or a Kubernetes ServiceAccount token, as auth.backend says",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "An API key (mcc_…), on the api_key and kubernetes backends",
+            ))),
+        );
+    }
+}
+
+/// The document's own route.
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    tag = "meta",
+    security(()),
+    responses((status = 200, description = "This OpenAPI 3.1 document", content_type = "application/json")),
+)]
+async fn openapi_json(State(doc): State<Arc<str>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        doc.to_string(),
+    )
+}
+
+/// The authenticated routes (paths without [`PREFIX`]) and their operations.
+fn api() -> (Router<RestState>, Document) {
+    OpenApiRouter::new()
+        .routes(routes!(handlers::list_tools))
+        .routes(routes!(handlers::get_tool, handlers::execute_tool))
+        .routes(routes!(handlers::search_tools))
+        .routes(routes!(handlers::whoami))
+        .split_for_parts()
+}
+
+/// The OpenAPI document of every REST route: the versioned ones, MCC's aliases (marked
+/// deprecated, operation ids prefixed `mcc_`) and the document's own route.
+pub fn document() -> Document {
+    let (_, api) = api();
+    let (_, own) = OpenApiRouter::<Arc<str>>::new()
+        .routes(routes!(openapi_json))
+        .split_for_parts();
+    let mut doc = ApiDoc::openapi().merge_from(own);
+    let components = doc.components.get_or_insert_with(Default::default);
+    if let Some(schemas) = api.components.map(|c| c.schemas) {
+        components.schemas.extend(schemas);
+    }
+    for (path, item) in api.paths.paths {
+        let mut alias = item.clone();
+        for op in operations(&mut alias) {
+            op.deprecated = Some(utoipa::openapi::Deprecated::True);
+            op.operation_id = op.operation_id.take().map(|id| format!("mcc_{id}"));
+            op.description = Some(format!(
+                "MCC's spelling of `{PREFIX}{path}`. {}",
+                op.description.take().unwrap_or_default()
+            ));
+        }
+        doc.paths.paths.insert(format!("{PREFIX}{path}"), item);
+        doc.paths.paths.insert(path, alias);
+    }
+    doc
+}
+
+fn operations(
+    item: &mut utoipa::openapi::PathItem,
+) -> impl Iterator<Item = &mut utoipa::openapi::path::Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.options,
+        &mut item.head,
+        &mut item.patch,
+        &mut item.trace,
+    ]
+    .into_iter()
+    .filter_map(Option::as_mut)
+}
+
+/// The REST routes: behind `authenticator` (as `/mcp` is), bodies up to `max_body` bytes;
+/// the OpenAPI document open to all.
+pub fn router(shared: Arc<Shared>, authenticator: Authenticator, max_body: usize) -> Router {
+    let (api, _) = api();
+    let doc: Arc<str> = match serde_json::to_string_pretty(&document()) {
+        Ok(text) => text.into(),
+        Err(e) => {
+            format!("{{\"error\": \"the OpenAPI document could not be written: {e}\"}}").into()
+        }
+    };
+    let authenticated = Router::new()
+        .nest(PREFIX, api.clone())
+        .merge(api)
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn_with_state(
+            authenticator,
+            auth::authenticate_request,
+        ))
+        .with_state(shared);
+    Router::new()
+        .route(OPENAPI_PATH, axum::routing::get(openapi_json))
+        .with_state(doc)
+        .merge(authenticated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_document_has_every_route_versioned_and_as_mccs_alias() {
+        let doc = document();
+        let paths: Vec<&str> = doc.paths.paths.keys().map(String::as_str).collect();
+        for path in [
+            "/v1/tools",
+            "/v1/tools/{key}",
+            "/v1/search",
+            "/v1/whoami",
+            "/v1/openapi.json",
+            "/tools",
+            "/tools/{key}",
+            "/search",
+            "/whoami",
+        ] {
+            assert!(paths.contains(&path), "{path} missing from {paths:?}");
+        }
+        let json = serde_json::to_value(&doc).unwrap();
+        assert_eq!(json["openapi"], "3.1.0");
+        assert_eq!(json["paths"]["/tools/{key}"]["post"]["deprecated"], true);
+        assert_eq!(
+            json["paths"]["/v1/tools/{key}"]["post"]["operationId"],
+            "execute_tool"
+        );
+        assert!(json["components"]["schemas"]["ExecuteResult"].is_object());
+    }
+}
