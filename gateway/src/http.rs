@@ -149,6 +149,8 @@ pub fn router_with(
         max_sse_streams_per_caller,
     } = limits;
     let (service, sessions) = mcp_service(shared.clone(), options);
+    // Unauthenticated: OAuth discovery (RFC 9728) for MCP clients.
+    let well_known = auth::oauth::routes(authenticator.oauth());
     let caps = CallerCaps::new(
         max_legacy_sessions_per_caller,
         max_sse_streams_per_caller,
@@ -176,6 +178,7 @@ pub fn router_with(
         .with_state(state.clone())
         .merge(mcp)
         .merge(rest)
+        .merge(well_known)
         .layer(middleware::from_fn_with_state(state, track));
     if let Some(timeout) = request_timeout {
         // Ends when the response starts: an SSE stream's body is not covered.

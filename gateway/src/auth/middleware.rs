@@ -78,7 +78,9 @@ fn status_and_code(err: &AuthError) -> (StatusCode, Option<&'static str>) {
 }
 
 /// `Bearer realm="mcc"[, resource_metadata="…"][, error="…", error_description="…"][, scope="…"]`.
-/// Per RFC 6750 a request without any credential gets no error code.
+/// Per RFC 6750 a request without any credential gets no error code. `scope` names what
+/// was missing on a 403, and on a 401 the required scopes when OAuth discovery is on (MCP
+/// clients request the challenge's scopes first).
 pub fn www_authenticate(auth: &Authenticator, err: &AuthError) -> HeaderValue {
     let mut value = format!("Bearer realm=\"{}\"", quoted(auth.realm()));
     if let Some(url) = auth.resource_metadata_url() {
@@ -90,7 +92,12 @@ pub fn www_authenticate(auth: &Authenticator, err: &AuthError) -> HeaderValue {
             quoted(&err.to_string())
         ));
     }
-    if let AuthError::InsufficientScope(scope) = err {
+    let scope = match err {
+        AuthError::InsufficientScope(scope) => Some(scope.as_str()),
+        AuthError::Missing(_) | AuthError::InvalidToken(_) => auth.challenge_scope(),
+        _ => None,
+    };
+    if let Some(scope) = scope {
         value.push_str(&format!(", scope=\"{}\"", quoted(scope)));
     }
     HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))

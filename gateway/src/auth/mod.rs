@@ -15,13 +15,15 @@
 //! [`middleware`]); a request with no credential at all is refused too unless
 //! `allow_anonymous` is set, in which case it runs as anonymous (public tools only).
 //! Authorization (what the identity may do) is not decided here: see
-//! [`mcc_catalog::rbac`].
+//! [`mcc_catalog::rbac`]. How MCP clients find the identity provider that issues `jwt`
+//! tokens (RFC 9728 discovery) is [`oauth`].
 
 pub mod api_key;
 pub mod directory;
 pub mod jwks;
 pub mod jwt;
 pub mod middleware;
+pub mod oauth;
 
 use std::sync::Arc;
 
@@ -32,6 +34,7 @@ use serde::{Deserialize, Deserializer};
 pub use directory::{ApiKeyEntry, Directory, DirectoryError, SharedDirectory, UserEntry};
 pub use jwt::JwtSettings;
 pub use middleware::{authenticate_request, challenge};
+pub use oauth::{OAuthDiscovery, OAuthSettings};
 
 /// The `auth` section of the settings. Also accepts a bare backend name
 /// (`auth: dev-public`), as MCC's `auth` setting does.
@@ -50,8 +53,12 @@ pub struct AuthSettings {
     pub realm: String,
     /// URL of the OAuth protected-resource metadata, advertised in the challenge
     /// (`resource_metadata=`) so MCP clients can discover the authorization server.
+    /// Unset with `oauth.resource` set: derived from it (see [`oauth`]).
     #[serde(default)]
     pub resource_metadata_url: Option<String>,
+    /// OAuth discovery (`/.well-known/oauth-protected-resource`), see [`oauth`].
+    #[serde(default)]
+    pub oauth: OAuthSettings,
     /// Settings of the `jwt` backend.
     #[serde(default)]
     pub jwt: JwtSettings,
@@ -76,6 +83,7 @@ impl Default for AuthSettings {
             allow_anonymous: false,
             realm: default_realm(),
             resource_metadata_url: None,
+            oauth: OAuthSettings::default(),
             jwt: JwtSettings::default(),
             token_audience: None,
         }
@@ -234,6 +242,8 @@ pub enum AuthSetupError {
     UnknownBackend(String),
     #[error(transparent)]
     Jwt(#[from] jwt::JwtSetupError),
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthSetupError),
     #[error(
         "auth backend 'kubernetes' needs the Kubernetes API (catalog.source: kubernetes, and a gateway built with the `kubernetes` feature)"
     )]
@@ -264,7 +274,11 @@ struct Inner {
     users: SharedDirectory,
     allow_anonymous: bool,
     realm: String,
+    /// `resource_metadata="…"` of challenges: set explicitly, or discovery's.
     resource_metadata_url: Option<String>,
+    /// `scope="…"` of 401 challenges: the required scopes, when discovery is on.
+    challenge_scope: Option<String>,
+    oauth: OAuthDiscovery,
 }
 
 impl Authenticator {
@@ -288,13 +302,22 @@ impl Authenticator {
             "kubernetes" => Backend::Kubernetes(reviewer.ok_or(AuthSetupError::NoTokenReview)?),
             other => return Err(AuthSetupError::UnknownBackend(other.to_string())),
         };
+        let oauth = OAuthDiscovery::from_settings(settings)?;
+        let served = oauth.served();
+        let required = &settings.jwt.required_scopes;
         Ok(Self {
             inner: Arc::new(Inner {
                 backend,
                 users,
                 allow_anonymous: settings.allow_anonymous,
                 realm: settings.realm.clone(),
-                resource_metadata_url: settings.resource_metadata_url.clone(),
+                resource_metadata_url: settings
+                    .resource_metadata_url
+                    .clone()
+                    .or_else(|| served.map(|s| s.metadata_url.clone())),
+                challenge_scope: (served.is_some() && !required.is_empty())
+                    .then(|| required.join(" ")),
+                oauth,
             }),
         })
     }
@@ -345,6 +368,15 @@ impl Authenticator {
 
     pub(crate) fn resource_metadata_url(&self) -> Option<&str> {
         self.inner.resource_metadata_url.as_deref()
+    }
+
+    pub(crate) fn challenge_scope(&self) -> Option<&str> {
+        self.inner.challenge_scope.as_deref()
+    }
+
+    /// Whether and what OAuth discovery serves (the routes: [`oauth::routes`]).
+    pub fn oauth(&self) -> &OAuthDiscovery {
+        &self.inner.oauth
     }
 }
 

@@ -320,6 +320,8 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
             ),
         ));
     }
+    // One definition of the OAuth discovery rules: the one the gateway builds from.
+    crate::auth::OAuthDiscovery::from_settings(&s.auth).map_err(|e| (e.setting, e.reason))?;
     if s.server.response_max_size == 0 {
         return Err(("server.response_max_size", "must be greater than 0".into()));
     }

@@ -60,6 +60,31 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Scalar,
     ),
     (
+        "MCC_AUTH__RESOURCE_METADATA_URL",
+        &["auth", "resource_metadata_url"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__OAUTH__RESOURCE",
+        &["auth", "oauth", "resource"],
+        EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__OAUTH__AUTHORIZATION_SERVERS",
+        &["auth", "oauth", "authorization_servers"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_AUTH__OAUTH__SCOPES_SUPPORTED",
+        &["auth", "oauth", "scopes_supported"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_AUTH__OAUTH__RESOURCE_NAME",
+        &["auth", "oauth", "resource_name"],
+        EnvKind::Text,
+    ),
+    (
         "MCC_AUTH__JWT__JWKS_URL",
         &["auth", "jwt", "jwks_url"],
         EnvKind::Text,
@@ -73,6 +98,11 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         "MCC_AUTH__JWT__AUDIENCE",
         &["auth", "jwt", "audience"],
         EnvKind::Text,
+    ),
+    (
+        "MCC_AUTH__JWT__REQUIRED_SCOPES",
+        &["auth", "jwt", "required_scopes"],
+        EnvKind::List,
     ),
     (
         "MCC_AUTH__JWT__HS256_SECRET",
