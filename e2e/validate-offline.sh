@@ -99,6 +99,9 @@ gateway.catalog.source is files | gateway.catalog.source=files
 neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces | gateway.rbac.referencedObjects.scope=namespaces
 defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
 Invalid type. Expected: boolean | networkPolicy.enabled=yes
+needs gateway.auth.backend=jwt | gateway.auth.oauth.resource=https://mcc.example.com/mcp
+Does not match pattern | gateway.auth.backend=jwt gateway.auth.oauth.resource=mcc.example.com/mcp
+Additional property resorce is not allowed | gateway.auth.oauth.resorce=x
 is not in operator.watchNamespaces | operator.watchNamespaces={team-a}
 not both | operator.watchNamespaces={mcc-system} operator.watchNamespaceSelector=a=b
 EOF
