@@ -252,7 +252,7 @@ impl Metrics {
         let path = match path {
             "/mcp" | "/healthz" | "/readyz" | "/metrics" => path.to_string(),
             p if p.starts_with("/mcp") => "/mcp".into(),
-            _ => "other".into(),
+            p => crate::rest::route_label(p).unwrap_or("other").into(),
         };
         self.inner
             .http_requests

@@ -413,6 +413,55 @@ async fn a_rate_limited_call_is_a_429_with_retry_after_in_the_bucket_mcp_shares(
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+    // Counted as MCP calls are; the HTTP metrics label the route, not the key.
+    let metrics = http_client()
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        r#"mcc_tool_calls_total{tool="public.echo",outcome="rate_limited"} 1"#,
+        r#"mcc_tool_calls_total{tool="public.echo",outcome="success"} 2"#,
+        r#"mcc_http_requests_total{path="/v1/tools/{key}",status="429"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} not in:\n{metrics}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn no_execution_slot_is_a_503_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path(), "dev-admin", Some(&redis_url()));
+    s.concurrency.max_executions = 1;
+    s.concurrency.wait_ms = 50;
+    let server = start_with(s, dir).await;
+    let base = server.base.clone();
+    let slow = tokio::spawn(async move {
+        post_json(
+            &base,
+            "/v1/tools/admin.shell",
+            json!({"command": "sleep 2"}),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let resp = post(&server.base, "/v1/tools/public.echo", r#"{"message": "x"}"#).await;
+    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["error"], "busy");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("concurrency.max_executions"),
+        "{body}"
+    );
+    assert_eq!(slow.await.unwrap().0, StatusCode::OK);
     server.stop().await;
 }
 

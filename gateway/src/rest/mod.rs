@@ -102,6 +102,26 @@ async fn openapi_json(State(doc): State<Arc<str>>) -> impl IntoResponse {
     )
 }
 
+/// The route template a REST request path belongs to, in its `/v1` form (MCC's aliases
+/// count as their `/v1` twins), for the `path` label of the HTTP metrics; `None` for a
+/// path that is not a REST route.
+pub fn route_label(path: &str) -> Option<&'static str> {
+    let path = path.strip_prefix(PREFIX).unwrap_or(path);
+    match path {
+        "/tools" => Some("/v1/tools"),
+        "/search" => Some("/v1/search"),
+        "/whoami" => Some("/v1/whoami"),
+        "/openapi.json" => Some(OPENAPI_PATH),
+        p if p
+            .strip_prefix("/tools/")
+            .is_some_and(|k| !k.is_empty() && !k.contains('/')) =>
+        {
+            Some("/v1/tools/{key}")
+        }
+        _ => None,
+    }
+}
+
 /// The authenticated routes (paths without [`PREFIX`]) and their operations.
 fn api() -> (Router<RestState>, Document) {
     OpenApiRouter::new()
@@ -185,6 +205,21 @@ pub fn router(shared: Arc<Shared>, authenticator: Authenticator, max_body: usize
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_label_routes_not_keys() {
+        assert_eq!(
+            route_label("/v1/tools/public.echo"),
+            Some("/v1/tools/{key}")
+        );
+        assert_eq!(route_label("/tools/admin.shell"), Some("/v1/tools/{key}"));
+        assert_eq!(route_label("/search"), Some("/v1/search"));
+        assert_eq!(route_label("/v1/openapi.json"), Some(OPENAPI_PATH));
+        assert_eq!(route_label("/openapi.json"), Some(OPENAPI_PATH));
+        for other in ["/v1/tools/a/b", "/v1", "/v1/nothing", "/tools/", "/mcp"] {
+            assert_eq!(route_label(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn the_document_has_every_route_versioned_and_as_mccs_alias() {
