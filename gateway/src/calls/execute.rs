@@ -15,11 +15,11 @@ use mcc_catalog::context;
 use mcc_catalog::params::ValidationError;
 use serde_json::{Map, Value};
 
+use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
 use crate::exec::{Call, ExecError, Outcome};
-use crate::mcp::{CallCtx, Shared};
 use crate::ratelimit::RateLimited;
-use crate::session::{Scope, SessionError};
+use crate::session::Scope;
 
 /// One execute call as a surface received it.
 #[derive(Debug, Clone)]
@@ -97,7 +97,7 @@ pub enum Executed<P> {
     Ran(Ran),
 }
 
-/// A session-store refusal or failure, as text (see [`Shared::store_failure`]).
+/// A session-store refusal or failure, as text (see [`Shared::session_failure`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionFailure {
     pub message: String,
@@ -231,13 +231,13 @@ async fn run<A: Ask>(
         return Executed::RateLimited(refused);
     }
 
-    let scope = match scope(shared, call, request.session).await {
+    let scope = match shared.scope(call, request.session).await {
         Ok(s) => s,
         Err(failure) => return Executed::Session(failure),
     };
     let stored = match shared.sessions.vars(&scope).await {
         Ok(v) => v,
-        Err(e) => return Executed::Session(session_failure(shared, "vars", e)),
+        Err(e) => return Executed::Session(shared.session_failure("vars", e)),
     };
     let mut context = context::assemble(user, &stored);
     let dropped = context::fit_env(&mut context);
@@ -278,33 +278,6 @@ async fn run<A: Ask>(
     }
     let outcome = parse_shell_json(tool, execution.outcome);
     Executed::Ran(shape(outcome, execution.cached, shared.response_max_size))
-}
-
-/// The session scope of a call: an explicit handle (must be one this user minted), else
-/// the MCP session id, else the caller's default bucket.
-pub async fn scope(
-    shared: &Shared,
-    call: &CallCtx,
-    handle: Option<&str>,
-) -> Result<Scope, SessionFailure> {
-    let username = call.caller.username();
-    let scope = match (handle, &call.mcp_session) {
-        (Some(handle), _) => shared.sessions.scope_for_handle(handle, username).await,
-        (None, Some(id)) => Scope::new(id, username),
-        (None, None) => Ok(Scope::default_for(username)),
-    };
-    scope.map_err(|e| session_failure(shared, "scope", e))
-}
-
-fn session_failure(shared: &Shared, operation: &str, e: SessionError) -> SessionFailure {
-    let caller_error = !matches!(
-        e,
-        SessionError::Unavailable(_) | SessionError::Corrupt { .. }
-    );
-    SessionFailure {
-        message: shared.store_failure(operation, e),
-        caller_error,
-    }
 }
 
 /// As MCC does, text printed by a shell (an exec or curl tool's stdout, or a transform's

@@ -4,8 +4,8 @@
 
 use std::time::Instant;
 
+use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
-use crate::mcp::{CallCtx, Shared};
 use crate::search::{NO_MATCH, SearchError, format_score};
 
 /// One hit: the tool's key, its fused score and its signature block (ends with `\n`),

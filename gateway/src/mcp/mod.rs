@@ -31,41 +31,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::auth::Identity;
-use crate::catalog::LiveCatalog;
-use crate::exec::Engine;
-use crate::metrics::Metrics;
-use crate::search::SearchService;
-use crate::session::{Scope, SessionError, SessionStore};
 
 /// The server name clients see (the reference's).
 pub const SERVER_NAME: &str = "model-context-catalog (mcc)";
 
-/// What every MCP request handler shares.
-pub struct Shared {
-    /// The catalog snapshot source.
-    pub catalog: Arc<LiveCatalog>,
-    /// Session variables and handles.
-    pub sessions: SessionStore,
-    /// Runs tools.
-    pub engine: Engine,
-    /// Ranks tools for `search` (its index follows catalog reloads).
-    pub search: SearchService,
-    pub metrics: Metrics,
-    /// Results longer than this many bytes are cut.
-    pub response_max_size: usize,
-    /// Admits `execute` calls within the rate limits.
-    pub rate_limits: crate::ratelimit::RateLimits,
-    /// The audit trail of every `search` and `execute`.
-    pub audit: crate::audit::Auditor,
-}
-
-/// Who is calling and from which MCP session (legacy clients only).
-pub struct CallCtx {
-    pub caller: Identity,
-    pub mcp_session: Option<String>,
-}
+/// What every request handler shares, and who is calling: [`crate::calls`]' (the calls
+/// MCP and REST both make).
+pub use crate::calls::{CallCtx, Shared};
 
 impl CallCtx {
+    /// The caller of an MCP request and its `Mcp-Session-Id` (legacy clients).
     fn from_request(ctx: &RequestContext<RoleServer>) -> Self {
         let parts = ctx.extensions.get::<http::request::Parts>();
         // No caller in the extensions means no auth layer ran: treat as anonymous.
@@ -81,27 +56,6 @@ impl CallCtx {
             caller,
             mcp_session,
         }
-    }
-}
-
-impl Shared {
-    /// The session scope of a call: an explicit handle (must be one this user minted),
-    /// else the MCP session id, else the caller's default bucket.
-    pub async fn scope(&self, call: &CallCtx, handle: Option<&str>) -> Result<Scope, String> {
-        crate::calls::execute::scope(self, call, handle)
-            .await
-            .map_err(|f| f.message)
-    }
-
-    /// The text for a failed session-store call; counts outages.
-    pub fn store_failure(&self, operation: &str, e: SessionError) -> String {
-        if matches!(
-            e,
-            SessionError::Unavailable(_) | SessionError::Corrupt { .. }
-        ) {
-            self.metrics.store_error(operation);
-        }
-        e.to_string()
     }
 }
 
@@ -255,7 +209,7 @@ impl McpServer {
         }
         let scope = match self.shared.scope(call, args.session.as_deref()).await {
             Ok(s) => s,
-            Err(message) => return error_result(message),
+            Err(failure) => return error_result(failure.message),
         };
         match self
             .shared
@@ -275,7 +229,7 @@ impl McpServer {
     async fn get_session(&self, call: &CallCtx, args: GetArgs) -> CallToolResponse {
         let scope = match self.shared.scope(call, args.session.as_deref()).await {
             Ok(s) => s,
-            Err(message) => return error_result(message),
+            Err(failure) => return error_result(failure.message),
         };
         let stored = match self.shared.sessions.vars(&scope).await {
             Ok(v) => v,

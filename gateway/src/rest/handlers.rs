@@ -24,8 +24,8 @@ use crate::auth::Identity;
 use crate::calls::execute::{self as pipeline, ExecRequest, Executed, NeverAsk};
 use crate::calls::search::{self, Searched};
 use crate::calls::view;
+use crate::calls::{CallCtx, Shared};
 use crate::exec::ExecError;
-use crate::mcp::{CallCtx, Shared};
 
 /// What every handler shares.
 pub type RestState = Arc<Shared>;

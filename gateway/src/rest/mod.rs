@@ -31,7 +31,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::auth::{self, Authenticator};
-use crate::mcp::Shared;
+use crate::calls::Shared;
 use handlers::RestState;
 
 /// Where the versioned routes live; the same routes without it are MCC's spellings.
