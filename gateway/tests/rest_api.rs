@@ -356,6 +356,10 @@ async fn bad_params_are_a_400_naming_the_param() {
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["error"], "invalid_body", "{bad}: {body}");
     }
+    // A body over server.max_request_body (4 MiB by default).
+    let huge = format!("{{\"message\": \"{}\"}}", "x".repeat(5 << 20));
+    let resp = post(base, "/v1/tools/public.echo", &huge).await;
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // Search's query parameters, named.
     let (status, body) = get(base, "/v1/search").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
