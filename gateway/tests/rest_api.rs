@@ -3,59 +3,19 @@
 //! gateways: REST and MCP give the same data for the same caller (tools, search, whoami,
 //! execute results, session context), a key the caller may not run is a 404 exactly like
 //! an unknown key (MCP keeps MCC's two texts), bad params are a 400 naming the param, a
-//! rate-limited call is a 429 with `Retry-After` (one bucket for both surfaces), REST
-//! calls are audited, credentials are required as on `/mcp`, and the OpenAPI document
-//! covers every route and validates.
+//! rate-limited call is a 429 with `Retry-After` (one bucket for both surfaces), a busy
+//! gateway a 503, and REST calls are audited and counted. Credentials and the OpenAPI
+//! document: `rest_access.rs`.
 
 mod mcp_support;
+mod rest_support;
 
 use std::time::Duration;
 
 use mcp_support::*;
 use reqwest::StatusCode;
+use rest_support::*;
 use serde_json::{Value, json};
-
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("mcc-test-rest-{name}-{}-{nanos}", std::process::id())
-}
-
-async fn get(base: &str, path: &str) -> (StatusCode, Value) {
-    let resp = http_client()
-        .get(format!("{base}{path}"))
-        .send()
-        .await
-        .expect("GET");
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(base: &str, path: &str, body: &str) -> reqwest::Response {
-    http_client()
-        .post(format!("{base}{path}"))
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("POST")
-}
-
-async fn post_json(base: &str, path: &str, body: Value) -> (StatusCode, Value) {
-    let resp = post(base, path, &body.to_string()).await;
-    let status = resp.status();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array()
-        .unwrap_or_else(|| panic!("not a list: {v}"))
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
 
 #[tokio::test]
 async fn rest_and_mcp_give_the_same_data_for_the_same_caller() {
@@ -276,11 +236,15 @@ async fn a_forbidden_key_is_a_404_exactly_like_an_unknown_one() {
         assert_eq!(get_f, get_u);
         let run = r#"{"command": "id"}"#;
         let post_f = answer(
-            post(base, &format!("/v1/tools/{forbidden}"), run).await,
+            post_body(base, &format!("/v1/tools/{forbidden}"), run).await,
             forbidden,
         )
         .await;
-        let post_u = answer(post(base, &format!("/tools/{unknown}"), run).await, unknown).await;
+        let post_u = answer(
+            post_body(base, &format!("/tools/{unknown}"), run).await,
+            unknown,
+        )
+        .await;
         assert_eq!(post_f.0, StatusCode::NOT_FOUND);
         assert_eq!(post_f, post_u);
         assert_eq!(
@@ -351,14 +315,14 @@ async fn bad_params_are_a_400_naming_the_param() {
 
     // A body that is no JSON object.
     for bad in ["[1]", "{", "\"x\""] {
-        let resp = post(base, "/v1/tools/public.echo", bad).await;
+        let resp = post_body(base, "/v1/tools/public.echo", bad).await;
         assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{bad}");
         let body: Value = resp.json().await.unwrap();
         assert_eq!(body["error"], "invalid_body", "{bad}: {body}");
     }
     // A body over server.max_request_body (4 MiB by default).
     let huge = format!("{{\"message\": \"{}\"}}", "x".repeat(5 << 20));
-    let resp = post(base, "/v1/tools/public.echo", &huge).await;
+    let resp = post_body(base, "/v1/tools/public.echo", &huge).await;
     assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
     // Search's query parameters, named.
     let (status, body) = get(base, "/v1/search").await;
@@ -391,7 +355,7 @@ async fn a_rate_limited_call_is_a_429_with_retry_after_in_the_bucket_mcp_shares(
     )
     .await;
     assert_eq!(mcp, "hi");
-    let resp = post(&server.base, "/v1/tools/public.echo", &echo.to_string()).await;
+    let resp = post_body(&server.base, "/v1/tools/public.echo", &echo.to_string()).await;
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     let retry: u64 = resp.headers()["retry-after"]
         .to_str()
@@ -453,7 +417,7 @@ async fn no_execution_slot_is_a_503_with_retry_after() {
         .await
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let resp = post(&server.base, "/v1/tools/public.echo", r#"{"message": "x"}"#).await;
+    let resp = post_body(&server.base, "/v1/tools/public.echo", r#"{"message": "x"}"#).await;
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(resp.headers()["retry-after"], "1");
     let body: Value = resp.json().await.unwrap();
@@ -509,7 +473,7 @@ async fn rest_calls_are_audited_as_mcp_calls_are() {
     post_json(base, "/v1/tools/public.echo", json!({"message": "hi"})).await;
     post_json(base, "/v1/tools/admin.shell", json!({"command": "id"})).await;
     post_json(base, "/v1/tools/public.greet", json!({"name": "x"})).await;
-    post(base, "/v1/tools/public.echo", "[1]").await;
+    post_body(base, "/v1/tools/public.echo", "[1]").await;
     get(base, "/v1/search?q=echo").await;
 
     let events = stream_events(&stream, 5).await;
@@ -537,173 +501,5 @@ async fn rest_calls_are_audited_as_mcp_calls_are() {
     let search = events.iter().find(|e| e["event"] == "search").unwrap();
     assert_eq!(search["outcome"], "success");
     assert_eq!(search["query"], "echo");
-    server.stop().await;
-}
-
-#[tokio::test]
-async fn credentials_are_required_as_on_mcp() {
-    let key = mcc_gateway::auth::api_key::mint(None).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("users.yaml"),
-        format!(
-            "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: {}\n        sha256: {}\n",
-            key.entry.prefix, key.entry.sha256
-        ),
-    )
-    .unwrap();
-    let server = start_with(settings(dir.path(), "api_key", Some(&redis_url())), dir).await;
-    let http = http_client();
-    for path in [
-        "/v1/tools",
-        "/v1/whoami",
-        "/tools",
-        "/v1/search?q=echo",
-        "/v1/tools/public.echo",
-    ] {
-        let resp = http
-            .get(format!("{}{path}", server.base))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), StatusCode::UNAUTHORIZED, "{path}");
-        assert!(resp.headers().contains_key("www-authenticate"), "{path}");
-    }
-    let resp = post(&server.base, "/v1/tools/public.echo", r#"{"message": "x"}"#).await;
-    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
-    let bad = http
-        .get(format!("{}/v1/whoami", server.base))
-        .header("x-api-key", "mcc_000000000000_nope")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
-    for (name, value) in [
-        ("x-api-key", key.raw.clone()),
-        ("authorization", format!("Bearer {}", key.raw)),
-    ] {
-        let me: Value = http
-            .get(format!("{}/v1/whoami", server.base))
-            .header(name, value)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(me["username"], "bob", "{name}");
-    }
-    // The document is open to all.
-    let doc = http
-        .get(format!("{}/v1/openapi.json", server.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(doc.status(), StatusCode::OK);
-    server.stop().await;
-}
-
-#[tokio::test]
-async fn anonymous_callers_see_public_tools_and_are_nobody() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = settings(dir.path(), "api_key", Some(&redis_url()));
-    s.auth.allow_anonymous = true;
-    let server = start_with(s, dir).await;
-    let (status, list) = get(&server.base, "/v1/tools").await;
-    assert_eq!(status, StatusCode::OK);
-    let keys: Vec<&str> = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["key"].as_str().unwrap())
-        .collect();
-    assert_eq!(keys, ["public.ctx", "public.echo", "public.greet"]);
-    let (status, body) = get(&server.base, "/v1/whoami").await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert_eq!(body["error"], "not_authenticated");
-    server.stop().await;
-}
-
-/// Every (method, path) of the document, with `{key}` filled in.
-fn operations(doc: &Value) -> Vec<(String, String)> {
-    let mut ops = Vec::new();
-    for (path, item) in doc["paths"].as_object().unwrap() {
-        for method in item.as_object().unwrap().keys() {
-            ops.push((method.clone(), path.replace("{key}", "public.echo")));
-        }
-    }
-    ops
-}
-
-#[tokio::test]
-async fn the_openapi_document_covers_every_route_and_validates() {
-    let server = start("dev-public").await;
-    let (status, doc) = get(&server.base, "/v1/openapi.json").await;
-    assert_eq!(status, StatusCode::OK);
-    assert_eq!(doc["openapi"], "3.1.0");
-
-    // Every route the REST router serves is in the document...
-    let ops = operations(&doc);
-    for (method, path) in [
-        ("get", "/v1/tools"),
-        ("get", "/v1/tools/public.echo"),
-        ("post", "/v1/tools/public.echo"),
-        ("get", "/v1/search"),
-        ("get", "/v1/whoami"),
-        ("get", "/v1/openapi.json"),
-        ("get", "/tools"),
-        ("get", "/tools/public.echo"),
-        ("post", "/tools/public.echo"),
-        ("get", "/search"),
-        ("get", "/whoami"),
-    ] {
-        assert!(
-            ops.contains(&(method.to_string(), path.to_string())),
-            "{method} {path} is not in the document: {ops:?}"
-        );
-    }
-    // ...and everything in the document is served (a route the router lacks would be
-    // axum's bare 404 or 405, without our JSON body).
-    let http = http_client();
-    for (method, path) in &ops {
-        let url = format!("{}{path}?q=echo", server.base);
-        let req = match method.as_str() {
-            "get" => http.get(&url),
-            "post" => http.post(&url).body(r#"{"message": "hi"}"#),
-            other => panic!("unexpected method {other}"),
-        };
-        let resp = req.send().await.unwrap();
-        assert_eq!(resp.status(), StatusCode::OK, "{method} {path}");
-        assert!(resp.text().await.unwrap().len() > 2, "{method} {path}");
-    }
-    // Routes that are not the REST surface's stay as they were.
-    assert_eq!(get(&server.base, "/healthz").await.0, StatusCode::OK);
-    assert_eq!(
-        get(&server.base, "/v1/nothing").await.0,
-        StatusCode::NOT_FOUND
-    );
-
-    // The document validates as OpenAPI 3.1.
-    let file = server.dir.path().join("openapi.json");
-    std::fs::write(&file, doc.to_string()).unwrap();
-    let script = "import json, sys\n\
-        try:\n    from openapi_spec_validator import validate\n\
-        except ImportError:\n    sys.exit(77)\n\
-        validate(json.load(open(sys.argv[1])))\n";
-    let out = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(&file)
-        .output();
-    match out {
-        Ok(out) if out.status.code() == Some(77) => eprintln!(
-            "SKIPPED: the OpenAPI document was not validated: python3 has no openapi-spec-validator (pip install openapi-spec-validator)"
-        ),
-        Ok(out) => assert!(
-            out.status.success(),
-            "the OpenAPI document does not validate:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => eprintln!("SKIPPED: the OpenAPI document was not validated: no python3 ({e})"),
-    }
     server.stop().await;
 }
