@@ -59,6 +59,18 @@ async fn rest_and_mcp_give_the_same_data_for_the_same_caller() {
         list,
         "MCC's /tools is /v1/tools"
     );
+    let (_, ops) = get(base, "/v1/tools?groups=ops").await;
+    let ops: Vec<&str> = ops["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, ["ops.restart"]);
+    assert_eq!(
+        call_text(&bob, "describe_tools", json!({"groups": ["ops"]})).await,
+        "## ops.restart\nRestart a service by name."
+    );
 
     // One tool: the list's entry.
     let (status, one) = get(base, "/v1/tools/public.greet").await;

@@ -81,7 +81,7 @@ pub async fn list_tools(
     let q = query(q)?;
     let format = Format::negotiate(q.format.as_deref(), &headers)?;
     let catalog = shared.catalog.snapshot();
-    let tools = view::visible_tools(&catalog, call.caller.user.as_ref(), &[]);
+    let tools = view::visible_tools(&catalog, call.caller.user.as_ref(), &q.groups());
     let body = match format {
         Format::Json => {
             let list = ToolList {

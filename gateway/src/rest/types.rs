@@ -185,6 +185,23 @@ impl From<WhoAmI<'_>> for WhoAmIBody {
 pub struct ListQuery {
     /// `json`, `md` (or `markdown`) or `html`.
     pub format: Option<String>,
+    /// Comma-separated group names: only tools in every one of them (MCP's
+    /// `describe_tools` `groups`).
+    pub groups: Option<String>,
+}
+
+impl ListQuery {
+    /// The `groups` filter as a list (empty: no filter).
+    pub fn groups(&self) -> Vec<String> {
+        self.groups
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
 }
 
 /// `?session=` of `POST /v1/tools/{key}`.
