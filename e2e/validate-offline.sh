@@ -102,6 +102,8 @@ Invalid type. Expected: boolean | networkPolicy.enabled=yes
 needs gateway.auth.backend=jwt | gateway.auth.oauth.resource=https://mcc.example.com/mcp
 Does not match pattern | gateway.auth.backend=jwt gateway.auth.oauth.resource=mcc.example.com/mcp
 Additional property resorce is not allowed | gateway.auth.oauth.resorce=x
+Does not match pattern | gateway.otel.endpoint=otel-collector:4318
+must be one of the following | gateway.otel.sampler=sometimes
 is not in operator.watchNamespaces | operator.watchNamespaces={team-a}
 not both | operator.watchNamespaces={mcc-system} operator.watchNamespaceSelector=a=b
 EOF

@@ -24,13 +24,15 @@ use crate::tool::{EnvPassthrough, Tool, ToolKind};
 /// Variables outside the `MCC_` prefix that the gateway reads as its own settings.
 pub const GATEWAY_SETTINGS: &[&str] = &["REDIS_URL"];
 
-/// Whether `name` is one of the gateway's settings (`MCC_*`, [`GATEWAY_SETTINGS`]). A
-/// tool never inherits one, even with `env_passthrough: true` or a `*` glob: the
-/// gateway's configuration is not the tool's environment (a narrowing of seed 002's
-/// "`true` passes everything"). The context variables (`MCC_CTX`, `MCC_CTX_<NAME>`) a
-/// tool sees are set by the context layer, never inherited.
+/// Whether `name` is one of the gateway's settings (`MCC_*`, its OpenTelemetry
+/// exporter's `OTEL_*`, [`GATEWAY_SETTINGS`]). A tool never inherits one, even with
+/// `env_passthrough: true` or a `*` glob: the gateway's configuration (an OTLP
+/// exporter's headers may hold an API key) is not the tool's environment (a narrowing of
+/// seed 002's "`true` passes everything"); a tool that exports traces of its own gets its
+/// `OTEL_*` from its `env`. The context variables (`MCC_CTX`, `MCC_CTX_<NAME>`) a tool
+/// sees are set by the context layer, never inherited.
 pub fn is_gateway_setting(name: &str) -> bool {
-    name.starts_with("MCC_") || GATEWAY_SETTINGS.contains(&name)
+    name.starts_with("MCC_") || name.starts_with("OTEL_") || GATEWAY_SETTINGS.contains(&name)
 }
 
 /// The variables a tool takes from the spawning process's environment `parent`: the
@@ -449,13 +451,14 @@ mod tests {
             ("MCC_CTX_USER", "mallory"),
             ("REDIS_URL", "redis://:pw@r"),
             ("MCC_ENV_FLOOR", "PATH"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k"),
             ("OTHER", "o"),
         ]);
         let mut tool = exec_tool();
         for passthrough in [
             EnvPassthrough::All(true),
             EnvPassthrough::Globs(vec!["*".into()]),
-            EnvPassthrough::Globs(vec!["MCC_*".into(), "REDIS_URL".into()]),
+            EnvPassthrough::Globs(vec!["MCC_*".into(), "REDIS_URL".into(), "OTEL_*".into()]),
         ] {
             tool.env_passthrough = passthrough;
             let mut floor = floor();

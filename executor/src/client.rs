@@ -40,6 +40,10 @@ impl ExecutorClient {
 
 #[async_trait::async_trait]
 impl Runtime for ExecutorClient {
+    fn kind(&self) -> &'static str {
+        "executor"
+    }
+
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
         let mut stream = self.connect().await?;
         let broken = |e: std::io::Error| match e.kind() {

@@ -72,6 +72,11 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
 
     /// `Err(reason)` when this runtime cannot run tools now (readiness).
     async fn check(&self) -> Result<(), String>;
+
+    /// Where the processes run, as traces name it (`in-process`, `executor`).
+    fn kind(&self) -> &'static str {
+        "custom"
+    }
 }
 
 /// Spawns in this process. `parent` is the environment the env floor and passthrough
@@ -127,6 +132,10 @@ impl InProcess {
 
 #[async_trait::async_trait]
 impl Runtime for InProcess {
+    fn kind(&self) -> &'static str {
+        "in-process"
+    }
+
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
         let (env, cwd) = self.resolve(request)?;
         let program = find_python(&request.program, env.get("PATH").map(String::as_str))

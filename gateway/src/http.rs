@@ -137,11 +137,7 @@ pub fn router_with(
 ) -> Router {
     let limit = BodyLimit(options.server.max_request_body);
     // REST beside MCP: the same authentication and the same calls (crate::rest).
-    let rest = crate::rest::router(
-        shared.clone(),
-        authenticator.clone(),
-        options.server.max_request_body,
-    );
+    let rest = crate::rest::router(shared.clone(), authenticator.clone(), options.server);
     let RouterLimits {
         metrics,
         request_timeout,
@@ -187,7 +183,8 @@ pub fn router_with(
             timeout,
         ));
     }
-    router.layer(TraceLayer::new_for_http())
+    // Outermost: the OpenTelemetry `request` span (continuing a caller's traceparent).
+    crate::telemetry::traced(router.layer(TraceLayer::new_for_http()))
 }
 
 /// The router of the separate metrics port (`metrics.port`): `/metrics` only.

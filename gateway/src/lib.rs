@@ -9,7 +9,7 @@
 //! ([`rest`]).
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
-//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`app`] (wiring for `serve`).
+//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`).
 
 pub mod app;
 pub mod audit;
@@ -33,4 +33,5 @@ pub mod rest;
 pub mod search;
 pub mod session;
 pub mod sse_coalesce;
+pub mod telemetry;
 pub mod tls;

@@ -70,12 +70,14 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).ok();
     let file = mcc_gateway::config::settings_path(config, &env);
     let mut settings = mcc_gateway::config::load(file.as_deref(), &env)?;
-    init_tracing(settings.log.format);
     if !tools.is_empty() {
         settings.tools = tools;
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(async move {
+    // The log, and the OTLP exporter when tracing is on (its requests use the runtime).
+    let telemetry =
+        mcc_gateway::telemetry::init(settings.log.format, &settings.tracing, runtime.handle())?;
+    let served = runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         let gateway = mcc_gateway::app::build(&settings, shutdown.clone()).await?;
         let addr = settings.bind_addr();
@@ -91,22 +93,8 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
         });
         gateway.serve(listener, shutdown).await?;
         anyhow::Ok(())
-    })
-}
-
-/// The log on stderr, at `MCC_LOG`'s level, as text or JSON lines (`log.format`).
-/// Audit events are not log lines: they go to their own sinks (stdout, a Redis stream).
-fn init_tracing(format: mcc_gateway::config::LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MCC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        mcc_gateway::config::LogFormat::Json => builder.json().init(),
-        mcc_gateway::config::LogFormat::Text => {
-            builder.with_ansi(std::io::stderr().is_terminal()).init()
-        }
-    }
+    });
+    // Spans still queued are sent while the runtime's workers still run.
+    telemetry.shutdown();
+    served
 }

@@ -28,7 +28,7 @@ pub async fn authenticate_request(
     mut request: Request,
     next: Next,
 ) -> Response {
-    match auth.authenticate(request.headers()).await {
+    match crate::telemetry::spans::auth(auth.authenticate(request.headers())).await {
         Ok(identity) => {
             // Whatever a client may have smuggled in is replaced by what we resolved.
             request.extensions_mut().insert::<Identity>(identity);

@@ -144,7 +144,18 @@ impl<P> Executed<P> {
     }
 }
 
-/// Runs one execute call for `call`'s caller and records it (audit event, metrics, log).
+/// Runs one execute call for `call`'s caller and records it (audit event, metrics, log),
+/// in an `execute` span, whichever surface asked.
+#[tracing::instrument(
+    name = "execute",
+    target = "mcc_trace",
+    skip_all,
+    fields(
+        mcc.tool = crate::telemetry::spans::bounded(request.key),
+        mcc.user = call.caller.username(),
+        mcc.outcome = tracing::field::Empty,
+    )
+)]
 pub async fn execute<A: Ask>(
     shared: &Shared,
     call: &CallCtx,
@@ -157,6 +168,7 @@ pub async fn execute<A: Ask>(
     event.set_tool(key);
     let executed = run(shared, call, &request, ask, &mut event).await;
     let label = executed.label();
+    tracing::Span::current().record("mcc.outcome", label);
     match &executed {
         Executed::Ran(ran) => {
             event.exit_code = Some(ran.exit_code());

@@ -39,7 +39,14 @@ impl Searched {
     }
 }
 
-/// Ranks the tools `call`'s caller may run for `query` and records the search.
+/// Ranks the tools `call`'s caller may run for `query` and records the search, in a
+/// `search` span (never the query), whichever surface asked.
+#[tracing::instrument(
+    name = "search",
+    target = "mcc_trace",
+    skip_all,
+    fields(mcc.user = call.caller.username(), mcc.outcome = tracing::field::Empty)
+)]
 pub async fn search(
     shared: &Shared,
     call: &CallCtx,
@@ -90,6 +97,7 @@ pub async fn search(
         Searched::Error(_) => event.query = Some(query.to_string()),
     }
     event.finish(searched.label(), started.elapsed());
+    tracing::Span::current().record("mcc.outcome", searched.label());
     shared.audit.record(&event);
     searched
 }

@@ -14,12 +14,14 @@ use serde_json::Value;
 mod concurrency;
 mod connections;
 mod execution;
+mod otel;
 mod overrides;
 
 pub use crate::metrics::MetricsSettings;
 pub use concurrency::ConcurrencySettings;
 pub use connections::ConnectionSettings;
 pub use execution::{ExecutionSettings, RuntimeKind};
+pub use otel::{OTEL_VARIABLES, OtlpExport, RootSampler, Sampler, TraceExport, TracingSettings};
 
 pub use crate::auth::AuthSettings;
 pub use crate::session::{SessionBackend, SessionSettings};
@@ -62,6 +64,8 @@ pub struct Settings {
     pub audit: crate::audit::AuditSettings,
     /// The log's format.
     pub log: LogSettings,
+    /// OpenTelemetry traces: off unless an OTLP endpoint or `enabled: true` asks for them.
+    pub tracing: TracingSettings,
     /// Keep full Python tracebacks in fn tool errors.
     pub debug: bool,
     /// How often tool and users files are checked for edits, in milliseconds.
@@ -151,6 +155,7 @@ impl Default for Settings {
             rate_limit: Default::default(),
             audit: Default::default(),
             log: LogSettings::default(),
+            tracing: TracingSettings::default(),
             env_floor: DEFAULT_ENV_FLOOR.iter().map(|s| s.to_string()).collect(),
             execution: ExecutionSettings::default(),
             concurrency: ConcurrencySettings::default(),
@@ -273,11 +278,20 @@ pub fn load(
     if !env_origin.is_empty() {
         origin = format!("{origin} + environment ({})", env_origin.join(", "));
     }
-    let settings: Settings =
+    let mut settings: Settings =
         serde_path_to_error::deserialize(tree).map_err(|e| ConfigError::Invalid {
             origin: origin.clone(),
             key: key_name(&e.path().to_string()),
             message: e.inner().to_string(),
+        })?;
+    // The standard OTEL_* variables are read here, once, like the MCC_* ones.
+    settings
+        .tracing
+        .resolve(env)
+        .map_err(|(variable, message)| ConfigError::Invalid {
+            origin: "environment".into(),
+            key: variable.into(),
+            message,
         })?;
     validate(&settings).map_err(|(key, message)| ConfigError::Invalid {
         origin,

@@ -431,6 +431,11 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Scalar,
     ),
     ("MCC_LOG__FORMAT", &["log", "format"], EnvKind::Text),
+    (
+        "MCC_TRACING__ENABLED",
+        &["tracing", "enabled"],
+        EnvKind::Scalar,
+    ),
     ("MCC_DEBUG", &["debug"], EnvKind::Scalar),
     (
         "MCC_RELOAD_INTERVAL_MS",
@@ -534,5 +539,8 @@ mod tests {
         }
         assert!(mcc_catalog::env::is_gateway_setting("REDIS_URL"));
         assert!(mcc_catalog::env::is_gateway_setting("MCC_SETTINGS_FILE"));
+        for name in super::super::otel::OTEL_VARIABLES {
+            assert!(mcc_catalog::env::is_gateway_setting(name), "{name}");
+        }
     }
 }

@@ -515,7 +515,23 @@ impl Engine {
         }
     }
 
-    /// Runs `request` where the call's tool runs: its own Pod, or the local runtime.
+    /// Runs `request` where the call's tool runs: its own Pod, or the local runtime. One
+    /// `run` span per process (the tool's, a transform's).
+    #[tracing::instrument(
+        name = "run",
+        target = "mcc_trace",
+        skip_all,
+        fields(
+            mcc.tool = %call.tool.key,
+            mcc.runtime = match pod::spec_of(call) {
+                Some(_) => "pod",
+                None => self.settings.runtime.kind(),
+            },
+            mcc.exit_code = tracing::field::Empty,
+            mcc.outcome = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        )
+    )]
     async fn spawn(&self, call: &Call<'_>, request: &Request) -> Result<Finished, ExecError> {
         let tool = call.tool.key.clone();
         let ran = match (pod::target(call), &self.pods) {
@@ -523,6 +539,7 @@ impl Engine {
             (Some(_), None) => return Err(ExecError::PodRuntime { tool }),
             (None, _) => self.settings.runtime.run(request).await,
         };
+        crate::telemetry::spans::record_run(&ran);
         ran.map_err(|source| match source {
             RunError::Cwd { path } => ExecError::Cwd { tool, path },
             RunError::Spawn { program, reason } => ExecError::Spawn {

@@ -283,7 +283,9 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, McpError> {
         let call = CallCtx::from_request(&context);
         tracing::info!(user = call.caller.username(), tool = %request.name, "tool call");
-        self.dispatch(call, &request, &context).await
+        // rmcp runs this in a task of its own: its spans join the HTTP request's trace.
+        let parts = context.extensions.get::<http::request::Parts>();
+        crate::telemetry::within(parts, self.dispatch(call, &request, &context)).await
     }
 
     async fn list_prompts(

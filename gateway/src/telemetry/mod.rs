@@ -1,0 +1,221 @@
+//! Logs and traces: the `tracing` subscriber the gateway runs with — the log on stderr
+//! (text or JSON lines, `MCC_LOG`'s filter) and, when [`TraceExport::Otlp`] says so,
+//! OpenTelemetry spans exported over OTLP/HTTP ([`export`], feature `otel`).
+//!
+//! The spans of a call: `request` (the HTTP server span, [`http`]) → `auth` → `search` or
+//! `execute` → `run` (each tool or transform process: in-process, through the executor, or
+//! in a Pod). They are declared where the work is (`auth/middleware.rs`, `mcp/`,
+//! `exec/`) with the target [`TARGET`]; only spans of that target are exported, and the
+//! log never shows them as span context, so with tracing off (or without the feature)
+//! they are disabled at their call sites and the log reads as it always did. With
+//! tracing on, log lines inside a span carry its `trace_id` and `span_id`
+//! ([`log_ids`]). Log lines are not exported as span events.
+//!
+//! Not here: what turns export on (settled in `config/otel.rs`); audit events, which are
+//! not log lines and have sinks of their own ([`crate::audit`]).
+
+pub mod http;
+pub mod spans;
+
+#[cfg(feature = "otel")]
+mod export;
+#[cfg(feature = "otel")]
+pub mod log_ids;
+
+pub use http::traced;
+pub use spans::within;
+
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer, Registry};
+
+use crate::config::{LogFormat, TraceExport, TracingSettings};
+
+/// The target of every span that may be exported (the literal in the span macros).
+pub const TARGET: &str = "mcc_trace";
+
+/// What [`init`] started; [`Telemetry::shutdown`] sends the spans still queued.
+pub struct Telemetry {
+    #[cfg(feature = "otel")]
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+/// Why logging or tracing could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("tracing: building the OTLP exporter for {endpoint}: {reason}")]
+    Exporter { endpoint: String, reason: String },
+    #[error(
+        "tracing.enabled is true, but this mcc-gateway was built without the `otel` feature: \
+         it cannot export spans"
+    )]
+    NotBuiltIn,
+    #[error("logging: a global subscriber is already installed")]
+    AlreadyInstalled,
+}
+
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
+
+/// Installs the global subscriber: the log in `format` on stderr and, when `tracing`
+/// says so, the OTLP exporter, its requests sent from `runtime`.
+pub fn init(
+    format: LogFormat,
+    tracing: &TracingSettings,
+    runtime: &tokio::runtime::Handle,
+) -> Result<Telemetry, TelemetryError> {
+    let (layers, telemetry) = layers(format, tracing, runtime, std::io::stderr)?;
+    tracing_subscriber::registry()
+        .with(layers)
+        .try_init()
+        .map_err(|_| TelemetryError::AlreadyInstalled)?;
+    match &tracing.export {
+        TraceExport::Otlp(o) if telemetry.exporting() => tracing::info!(
+            endpoint = %o.endpoint,
+            service = %o.service_name,
+            sampler = ?o.sampler,
+            "tracing: exporting spans over OTLP/HTTP"
+        ),
+        TraceExport::Otlp(o) => tracing::warn!(
+            endpoint = %o.endpoint,
+            "tracing: an OTLP endpoint is set, but this build has no `otel` feature: no spans are exported"
+        ),
+        TraceExport::Off { reason } => tracing::info!("tracing: no spans are exported ({reason})"),
+    }
+    Ok(telemetry)
+}
+
+/// The subscriber's layers writing the log to `writer`, and the exporter they feed.
+fn layers<W>(
+    format: LogFormat,
+    tracing: &TracingSettings,
+    runtime: &tokio::runtime::Handle,
+    writer: W,
+) -> Result<(Vec<BoxedLayer>, Telemetry), TelemetryError>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let telemetry = Telemetry::start(tracing, runtime)?;
+    let filter = EnvFilter::try_from_env("MCC_LOG")
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(format!("{TARGET}=off").parse().expect("a valid directive"));
+    #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
+    let mut layers = vec![
+        log_layer(format, telemetry.exporting(), writer)
+            .with_filter(filter)
+            .boxed(),
+    ];
+    #[cfg(feature = "otel")]
+    if let Some(provider) = &telemetry.provider {
+        use opentelemetry::trace::TracerProvider as _;
+        let spans = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("mcc-gateway"))
+            .with_threads(false)
+            .with_location(false)
+            .with_tracked_inactivity(false)
+            .with_filter(
+                tracing_subscriber::filter::Targets::new()
+                    .with_target(TARGET, tracing::Level::INFO),
+            );
+        layers.push(spans.boxed());
+    }
+    Ok((layers, telemetry))
+}
+
+fn log_layer<W>(format: LogFormat, with_ids: bool, writer: W) -> BoxedLayer
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    use std::io::IsTerminal;
+    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
+    let _ = with_ids;
+    match format {
+        #[cfg(feature = "otel")]
+        LogFormat::Json if with_ids => {
+            let inner = tracing_subscriber::fmt::format().json();
+            layer
+                .json()
+                .event_format(log_ids::WithTraceIds { inner, json: true })
+                .boxed()
+        }
+        LogFormat::Json => layer.json().boxed(),
+        LogFormat::Text => {
+            let layer = layer.with_ansi(std::io::stderr().is_terminal());
+            #[cfg(feature = "otel")]
+            if with_ids {
+                let inner = tracing_subscriber::fmt::format();
+                return layer
+                    .event_format(log_ids::WithTraceIds { inner, json: false })
+                    .boxed();
+            }
+            layer.boxed()
+        }
+    }
+}
+
+impl Telemetry {
+    /// No exporter; [`Telemetry::shutdown`] has nothing to do.
+    pub fn off() -> Self {
+        Self {
+            #[cfg(feature = "otel")]
+            provider: None,
+        }
+    }
+
+    /// Builds the exporter `tracing` asks for, if any.
+    pub fn start(
+        tracing: &TracingSettings,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<Self, TelemetryError> {
+        let TraceExport::Otlp(export) = &tracing.export else {
+            return Ok(Self::off());
+        };
+        #[cfg(feature = "otel")]
+        let started = Self {
+            provider: Some(export::provider(export, runtime.clone())?),
+        };
+        #[cfg(not(feature = "otel"))]
+        let started = {
+            let _ = (export, runtime);
+            if tracing.enabled == Some(true) {
+                return Err(TelemetryError::NotBuiltIn);
+            }
+            Self::off()
+        };
+        Ok(started)
+    }
+
+    /// Whether an exporter was built (spans leave the process).
+    pub fn exporting(&self) -> bool {
+        #[cfg(feature = "otel")]
+        let on = self.provider.is_some();
+        #[cfg(not(feature = "otel"))]
+        let on = false;
+        on
+    }
+
+    /// Sends the spans still queued and stops the exporter (blocks up to its timeout).
+    /// Call it while the runtime that [`init`] was given still runs.
+    pub fn shutdown(self) {
+        #[cfg(feature = "otel")]
+        if let Some(provider) = self.provider
+            && let Err(e) = provider.shutdown()
+        {
+            tracing::warn!(error = %e, "tracing: the last spans could not be exported");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn no_exporter_without_otel_settings() {
+        let settings = crate::config::load(None, &|_| None).unwrap();
+        assert!(matches!(settings.tracing.export, TraceExport::Off { .. }));
+        let telemetry =
+            Telemetry::start(&settings.tracing, &tokio::runtime::Handle::current()).unwrap();
+        assert!(!telemetry.exporting(), "no exporter is built");
+        telemetry.shutdown();
+    }
+}
