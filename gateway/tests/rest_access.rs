@@ -2,7 +2,8 @@
 //! are required as on `/mcp` (`Authorization: Bearer` or `X-API-Key`), anonymous callers
 //! see public tools and are nobody, and the OpenAPI document covers every route the REST
 //! router serves, every documented route answers, and the document validates as OpenAPI
-//! 3.1 (with `openapi-spec-validator` when Python has it; SKIPPED loudly otherwise).
+//! 3.1 (with `openapi-spec-validator` when Python has it; SKIPPED loudly otherwise); a
+//! web page cannot drive the routes through a browser (Host, Origin, JSON POSTs).
 
 mod mcp_support;
 mod rest_support;
@@ -141,7 +142,10 @@ async fn the_openapi_document_covers_every_route_and_validates() {
         let url = format!("{}{path}?q=echo", server.base);
         let req = match method.as_str() {
             "get" => http.get(&url),
-            "post" => http.post(&url).body(r#"{"message": "hi"}"#),
+            "post" => http
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(r#"{"message": "hi"}"#),
             other => panic!("unexpected method {other}"),
         };
         let resp = req.send().await.unwrap();
@@ -177,5 +181,75 @@ async fn the_openapi_document_covers_every_route_and_validates() {
         ),
         Err(e) => eprintln!("SKIPPED: the OpenAPI document was not validated: no python3 ({e})"),
     }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_web_page_cannot_drive_the_rest_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path(), "dev-admin", Some(&redis_url()));
+    s.server.allowed_origins = vec!["https://app.example.com".into()];
+    let server = start_with(s, dir).await;
+    let http = http_client();
+    let url = format!("{}/v1/tools/public.echo", server.base);
+    // A form or text/plain POST needs no CORS preflight: refused before anything runs.
+    for simple in ["text/plain", "application/x-www-form-urlencoded"] {
+        let resp = http
+            .post(&url)
+            .header("content-type", simple)
+            .body(r#"{"message": "x"}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{simple}"
+        );
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"], "unsupported_media_type");
+    }
+    let no_type = http.post(&url).send().await.unwrap();
+    assert_eq!(no_type.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // DNS rebinding: a Host that is not ours.
+    let rebound = http
+        .get(format!("{}/v1/whoami", server.base))
+        .header("host", "evil.example:8000")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), StatusCode::FORBIDDEN);
+    let body: Value = rebound.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("server.allowed_hosts"),
+        "{body}"
+    );
+    // A page of another origin; the allowed one gets in.
+    let from = |origin: &'static str| {
+        http.get(format!("{}/v1/whoami", server.base))
+            .header("origin", origin)
+            .send()
+    };
+    assert_eq!(
+        from("https://evil.example").await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        from("https://app.example.com").await.unwrap().status(),
+        StatusCode::OK
+    );
+    // Nothing of it was run: no execute was audited or counted.
+    let metrics = http
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!metrics.contains("mcc_tool_calls_total{"), "{metrics}");
     server.stop().await;
 }

@@ -16,7 +16,8 @@ use crate::ratelimit::RateLimited;
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// `not_found`, `invalid_params`, `invalid_body`, `invalid_query`, `not_acceptable`,
-    /// `rate_limited`, `unavailable`, `busy`, `session`, `not_authenticated` or `error`.
+    /// `unsupported_media_type`, `forbidden`, `rate_limited`, `unavailable`, `busy`,
+    /// `session`, `not_authenticated` or `error`.
     pub error: String,
     /// What is wrong, in words.
     pub message: String,
@@ -61,6 +62,12 @@ pub enum ApiError {
     /// The session handle or the session store.
     #[error("{}", .0.message)]
     Session(SessionFailure),
+    /// Refused before authentication: a `Host` or `Origin` the settings do not allow.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A `POST` whose body is not declared `application/json`.
+    #[error("send the params with 'Content-Type: application/json'")]
+    UnsupportedMediaType,
     /// `/v1/whoami` without a user (an anonymous caller).
     #[error("{}", crate::mcp::text::NOT_AUTHENTICATED)]
     NotAuthenticated,
@@ -83,6 +90,8 @@ impl ApiError {
             ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Session(f) if f.caller_error => StatusCode::BAD_REQUEST,
             ApiError::Session(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotAuthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -99,6 +108,8 @@ impl ApiError {
             ApiError::RateLimited(RateLimited::Unavailable { .. }) => "unavailable",
             ApiError::Busy(_) => "busy",
             ApiError::Session(_) => "session",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::NotAuthenticated => "not_authenticated",
             ApiError::Internal(_) => "error",
         }

@@ -10,10 +10,12 @@
 //! middleware, so `Authorization: Bearer` and `X-API-Key`), RBAC, validation, rate
 //! limits, session context, the concurrency limiter, the response size limit, metrics
 //! and the audit trail. What REST does differently: a key the caller may not run is a
-//! 404 exactly like an unknown key, and missing params are a 400 (no questions).
+//! 404 exactly like an unknown key, and missing params are a 400 (no questions). What
+//! keeps browsers out is [`guard`] (rmcp's Host/Origin rules for `/mcp`, JSON POSTs).
 
 pub mod error;
 pub mod format;
+pub mod guard;
 pub mod handlers;
 pub mod types;
 
@@ -32,6 +34,7 @@ use utoipa_axum::routes;
 
 use crate::auth::{self, Authenticator};
 use crate::calls::Shared;
+use crate::config::ServerSettings;
 use handlers::RestState;
 
 /// Where the versioned routes live; the same routes without it are MCC's spellings.
@@ -177,9 +180,18 @@ fn operations(
     .filter_map(Option::as_mut)
 }
 
-/// The REST routes: behind `authenticator` (as `/mcp` is), bodies up to `max_body` bytes;
-/// the OpenAPI document open to all.
-pub fn router(shared: Arc<Shared>, authenticator: Authenticator, max_body: usize) -> Router {
+/// The REST routes: behind `server`'s Host and Origin allow-lists ([`guard`]) and
+/// `authenticator` (as `/mcp` is), bodies up to `server.max_request_body` bytes; the
+/// OpenAPI document needs no credential.
+pub fn router(
+    shared: Arc<Shared>,
+    authenticator: Authenticator,
+    server: &ServerSettings,
+) -> Router {
+    let guard = guard::Guard {
+        allowed_hosts: server.allowed_hosts.clone().into(),
+        allowed_origins: server.allowed_origins.clone().into(),
+    };
     let (api, _) = api();
     let doc: Arc<str> = match serde_json::to_string_pretty(&document()) {
         Ok(text) => text.into(),
@@ -190,7 +202,7 @@ pub fn router(shared: Arc<Shared>, authenticator: Authenticator, max_body: usize
     let authenticated = Router::new()
         .nest(PREFIX, api.clone())
         .merge(api)
-        .layer(DefaultBodyLimit::max(max_body))
+        .layer(DefaultBodyLimit::max(server.max_request_body))
         .layer(middleware::from_fn_with_state(
             authenticator,
             auth::authenticate_request,
@@ -200,6 +212,7 @@ pub fn router(shared: Arc<Shared>, authenticator: Authenticator, max_body: usize
         .route(OPENAPI_PATH, axum::routing::get(openapi_json))
         .with_state(doc)
         .merge(authenticated)
+        .layer(middleware::from_fn_with_state(guard, guard::check))
 }
 
 #[cfg(test)]
