@@ -218,4 +218,103 @@ mod tests {
         assert!(!telemetry.exporting(), "no exporter is built");
         telemetry.shutdown();
     }
+
+    /// The log of a gateway that exports spans.
+    #[cfg(feature = "otel")]
+    mod log_lines {
+        use super::*;
+        use std::sync::{Arc, Mutex};
+
+        /// The log's output, for a test to read.
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+
+        impl std::io::Write for Captured {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+
+        impl Captured {
+            fn lines(&self) -> Vec<String> {
+                let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+                text.lines().map(str::to_string).collect()
+            }
+        }
+
+        /// Tracing on (nothing sampled, so nothing is ever sent): one line inside a traced
+        /// span, one outside; returns them and the span's trace and span id.
+        fn log_in_and_out_of_a_span(format: LogFormat) -> (Vec<String>, String, String) {
+            use opentelemetry::trace::TraceContextExt as _;
+            use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+            let mut tracing = TracingSettings {
+                enabled: Some(true),
+                ..Default::default()
+            };
+            tracing.resolve(&|_| None).unwrap();
+            let TraceExport::Otlp(export) = &mut tracing.export else {
+                panic!("tracing.enabled: true exports");
+            };
+            export.sampler = crate::config::Sampler::AlwaysOff;
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            let captured = Captured::default();
+            let writer = captured.clone();
+            let (layers, telemetry) =
+                layers(format, &tracing, runtime.handle(), move || writer.clone()).unwrap();
+            assert!(telemetry.exporting());
+            let subscriber = tracing_subscriber::registry().with(layers);
+            let ids = tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!(target: "mcc_trace", "execute");
+                let ids = span.in_scope(|| {
+                    tracing::info!("inside");
+                    let cx = span.context();
+                    let sc = cx.span().span_context().clone();
+                    (sc.trace_id().to_string(), sc.span_id().to_string())
+                });
+                tracing::info!("outside");
+                ids
+            });
+            telemetry.shutdown();
+            (captured.lines(), ids.0, ids.1)
+        }
+
+        #[test]
+        fn json_log_lines_inside_a_span_carry_its_ids() {
+            let (lines, trace_id, span_id) = log_in_and_out_of_a_span(LogFormat::Json);
+            let lines: Vec<serde_json::Value> = lines
+                .iter()
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+                .collect();
+            let [inside, outside] = &lines[..] else {
+                panic!("two lines: {lines:?}");
+            };
+            assert_eq!(inside["fields"]["message"], "inside");
+            assert_eq!(inside["trace_id"], trace_id.as_str());
+            assert_eq!(inside["span_id"], span_id.as_str());
+            assert_eq!(inside["target"], "mcc_gateway::telemetry::tests::log_lines");
+            assert!(
+                inside.get("span").is_none(),
+                "trace spans are not log context: {inside}"
+            );
+            assert_eq!(outside["fields"]["message"], "outside");
+            assert!(outside.get("trace_id").is_none(), "{outside}");
+        }
+
+        #[test]
+        fn text_log_lines_inside_a_span_end_with_its_ids() {
+            let (lines, trace_id, span_id) = log_in_and_out_of_a_span(LogFormat::Text);
+            let [inside, outside] = &lines[..] else {
+                panic!("two lines: {lines:?}");
+            };
+            assert!(
+                inside.ends_with(&format!("inside trace_id={trace_id} span_id={span_id}")),
+                "{inside}"
+            );
+            assert!(outside.ends_with("outside"), "{outside}");
+        }
+    }
 }
