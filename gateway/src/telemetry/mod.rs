@@ -219,6 +219,28 @@ mod tests {
         telemetry.shutdown();
     }
 
+    /// A build without the feature never exports: `tracing.enabled: true` is refused,
+    /// an endpoint alone only warns.
+    #[cfg(not(feature = "otel"))]
+    #[tokio::test]
+    async fn without_the_feature_nothing_is_exported() {
+        let runtime = tokio::runtime::Handle::current();
+        let mut on = TracingSettings {
+            enabled: Some(true),
+            ..Default::default()
+        };
+        on.resolve(&|_| None).unwrap();
+        assert!(matches!(
+            Telemetry::start(&on, &runtime),
+            Err(TelemetryError::NotBuiltIn)
+        ));
+        let mut endpoint = TracingSettings::default();
+        endpoint
+            .resolve(&|k| (k == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "http://c:4318".into()))
+            .unwrap();
+        assert!(!Telemetry::start(&endpoint, &runtime).unwrap().exporting());
+    }
+
     /// The log of a gateway that exports spans.
     #[cfg(feature = "otel")]
     mod log_lines {
