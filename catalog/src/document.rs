@@ -204,6 +204,26 @@ impl CatalogDocument {
 }
 
 impl CatalogDocument {
+    /// Whether [`Self::normalize`] would change nothing (the operator's assembly is
+    /// normalized already, so [`encode`] need not copy it).
+    pub fn is_normalized(&self) -> bool {
+        fn strictly_sorted<T: Ord>(v: &[T]) -> bool {
+            v.windows(2).all(|w| w[0] < w[1])
+        }
+        self.tools
+            .windows(2)
+            .all(|w| w[0].tool.key <= w[1].tool.key)
+            && self
+                .users
+                .windows(2)
+                .all(|w| w[0].user.username <= w[1].user.username)
+            && self.users.iter().all(|u| {
+                strictly_sorted(&u.service_accounts)
+                    && strictly_sorted(&u.oidc_subjects)
+                    && u.api_keys.windows(2).all(|w| w[0].prefix <= w[1].prefix)
+            })
+    }
+
     /// The user a ServiceAccount (as TokenReview reports it) acts as.
     pub fn user_by_service_account(&self, namespace: &str, name: &str) -> Option<&CatalogUser> {
         self.users.iter().find(|u| {
@@ -295,20 +315,29 @@ impl Payload {
 /// Serializes (normalized), hashes, and compresses when large. Whether the result fits
 /// one ConfigMap is [`crate::shards::layout`]'s to decide.
 pub fn encode(doc: &CatalogDocument) -> Result<Encoded, DocumentError> {
-    let mut doc = doc.clone();
-    doc.normalize();
-    let json = serde_json::to_string(&doc)?;
+    let json = if doc.is_normalized() {
+        serde_json::to_string(doc)?
+    } else {
+        let mut doc = doc.clone();
+        doc.normalize();
+        serde_json::to_string(&doc)?
+    };
     let hash = hex::encode(Sha256::digest(json.as_bytes()));
     let payload = if json.len() > COMPRESS_ABOVE {
-        // The default level: within a few per cent of `best` on catalog JSON, and about
-        // twice as fast, which matters on the apply → servable path of a large catalog.
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        gz.write_all(json.as_bytes())?;
-        Payload::Gzip(gz.finish()?)
+        Payload::Gzip(gzip(json.as_bytes())?)
     } else {
         Payload::Json(json)
     };
     Ok(Encoded { hash, payload })
+}
+
+/// `bytes` gzip-compressed at the fastest level: on catalog JSON it is several times
+/// faster than the default level (compression was most of the operator's publish time at
+/// 20,000 tools) for some 25% more bytes (gateway/benches/RESULTS-scale.md).
+pub(crate) fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes)?;
+    gz.finish()
 }
 
 /// Reads a document from the ConfigMap's `data[DATA_KEY]` or `binaryData[GZIP_KEY]`.
@@ -461,6 +490,43 @@ mod tests {
         let mut reordered = doc.clone();
         reordered.tools.reverse();
         assert_eq!(encode(&reordered).unwrap().hash, enc.hash);
+    }
+
+    #[test]
+    fn a_normalized_document_encodes_as_itself() {
+        let mut doc = CatalogDocument {
+            tools: vec![tool("b"), tool("a")],
+            users: vec![CatalogUser {
+                service_accounts: vec![
+                    ServiceAccountRef {
+                        namespace: "n".into(),
+                        name: "b".into(),
+                    },
+                    ServiceAccountRef {
+                        namespace: "n".into(),
+                        name: "a".into(),
+                    },
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert!(!doc.is_normalized());
+        let unsorted = encode(&doc).unwrap();
+        doc.tools.reverse();
+        assert!(!doc.is_normalized(), "a user's list is not sorted");
+        doc.normalize();
+        assert!(doc.is_normalized());
+        let sorted = encode(&doc).unwrap();
+        assert_eq!(sorted, unsorted);
+        let Payload::Json(text) = &sorted.payload else {
+            panic!("expected plain JSON")
+        };
+        assert_eq!(text, &serde_json::to_string(&doc).unwrap());
+        // A duplicated service account is not normalized (normalize removes it).
+        let sa = doc.users[0].service_accounts[0].clone();
+        doc.users[0].service_accounts.insert(1, sa);
+        assert!(!doc.is_normalized());
     }
 
     #[test]

@@ -33,8 +33,8 @@ pub const PART_HASH_ANNOTATION: &str = "mcc.dev/shard-hash";
 /// [`MAX_PAYLOAD`] (about 1 MB), the same bound a single catalog ConfigMap has.
 pub const SHARD_BYTES: usize = MAX_PAYLOAD / 4 * 3;
 /// Most shards per slot. The names are fixed so RBAC can list them
-/// ([`all_shard_names`]); about 12 MB of compressed catalog (roughly 150,000 tools of
-/// the size measured in `gateway/benches/RESULTS-scale.md`).
+/// ([`all_shard_names`]); about 12 MB of compressed catalog (roughly 50,000 tools of
+/// the size measured in `gateway/benches/RESULTS-scale.md`, 20,000 of them in 6 shards).
 pub const MAX_SHARDS: usize = 16;
 
 /// One of the two sets of shard names; a new version goes into the one not in use.
@@ -186,12 +186,9 @@ pub fn layout(
     })
 }
 
-/// `bytes` gzip-compressed (default level).
+/// `bytes` gzip-compressed (the level [`crate::document::encode`] uses).
 pub fn gzip(bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(bytes).expect("writing to memory");
-    gz.finish().expect("writing to memory")
+    crate::document::gzip(bytes).expect("writing to memory")
 }
 
 impl ShardIndex {

@@ -2,7 +2,8 @@
 //! object, `data[catalog.json]` or `binaryData[catalog.json.gz]`, what every operator
 //! writes for a catalog that fits), or the index of a sharded catalog
 //! ([`mcc_catalog::shards`]) and then each shard it names, fetched by name (`get`, so RBAC
-//! can grant exactly the shard names) and checked against the index's hashes.
+//! can grant exactly the shard names; all of them at once) and checked against the
+//! index's hashes.
 //!
 //! All or nothing: a shard that is missing, holds other bytes than the index says (a newer
 //! version being written, an edit), or cannot be read fails the whole version, and the
@@ -105,16 +106,16 @@ pub async fn fetch(
             index: label.to_string(),
         });
     }
+    // Every shard at once; checked in the index's order, so the error reported is the
+    // first shard's that fails, as if they had been read one by one.
+    let found = futures::future::join_all(index.shards.iter().map(|s| api.get_opt(&s.name))).await;
     let mut parts = Vec::with_capacity(index.shards.len());
-    for (n, shard) in index.shards.iter().enumerate() {
-        let found = api
-            .get_opt(&shard.name)
-            .await
-            .map_err(|e| FetchError::Api {
-                name: shard.name.clone(),
-                public: super::errors::reason(&e),
-                detail: e.to_string(),
-            })?;
+    for ((n, shard), found) in index.shards.iter().enumerate().zip(found) {
+        let found = found.map_err(|e| FetchError::Api {
+            name: shard.name.clone(),
+            public: super::errors::reason(&e),
+            detail: e.to_string(),
+        })?;
         let part = found
             .and_then(|cm| cm.binary_data)
             .and_then(|mut d| d.remove(PART_KEY))

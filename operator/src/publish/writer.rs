@@ -3,8 +3,8 @@
 //! catalog ConfigMap as their index ([`mcc_catalog::shards`]).
 //!
 //! Order of a sharded write: every shard of the new version (server-side apply, in the slot
-//! the current index does not use), then the index naming them, then the deletion of the
-//! previous version's shards. A gateway that reads the index therefore finds either the
+//! the current index does not use; the shards concurrently), then the index naming them,
+//! once every shard is written, then the deletion of the previous version's shards. A gateway that reads the index therefore finds either the
 //! complete previous set or the complete new one; a failure half-way leaves the previous
 //! index and its shards untouched (the next cycle writes again: the hash still differs).
 //! A shard that could not be deleted is retried at the next cycle.
@@ -102,10 +102,23 @@ impl CatalogPublisher {
                     (self.single(&encoded), None, bytes)
                 }
                 Layout::Sharded { index, parts } => {
-                    for (shard, part) in index.shards.iter().zip(parts) {
-                        let cm = self.shard(&shard.name, &index.hash, &shard.sha256, part);
-                        self.apply(&shard.name, &cm).await?;
-                    }
+                    // All at once: no reader looks at them before the index names them.
+                    let shards: Vec<ConfigMap> = index
+                        .shards
+                        .iter()
+                        .zip(parts)
+                        .map(|(shard, part)| {
+                            self.shard(&shard.name, &index.hash, &shard.sha256, part)
+                        })
+                        .collect();
+                    futures::future::try_join_all(
+                        index
+                            .shards
+                            .iter()
+                            .zip(&shards)
+                            .map(|(shard, cm)| self.apply(&shard.name, cm)),
+                    )
+                    .await?;
                     let bytes = index.shards.iter().map(|s| s.bytes).sum();
                     let names: Vec<String> = index.shards.iter().map(|s| s.name.clone()).collect();
                     (self.index(&index)?, Some((index.slot, names)), bytes)
