@@ -6,7 +6,13 @@
 //!
 //! `cargo bench -p mcc-gateway --bench search` — needs the model (scripts/fetch-model.sh
 //! or MCC_TEST_MODEL_DIR) for the hybrid columns and Redis (REDIS_URL) for the cached
-//! build. `SEARCH_BENCH_SIZES=100,1000` limits the sizes.
+//! build. `SEARCH_BENCH_SIZES=100,1000` limits the sizes; `SEARCH_BENCH_COLD=0` skips the
+//! cold build (its column reads —; the Redis-cached build then computes only what Redis
+//! does not hold yet). `SEARCH_BENCH_TOOL_VECTORS=stand-in` gives every tool a
+//! pseudo-random unit vector of the model's size instead of its embedding (no build
+//! columns; queries are still embedded by the model): the latency and memory of ranking
+//! at a size whose embedding would take minutes, not relevance. Also prints the resident
+//! memory of the loaded model.
 
 #[path = "../tests/relevance/eval.rs"]
 #[allow(dead_code)]
@@ -89,6 +95,7 @@ struct Row {
 fn main() {
     let base = eval::catalog();
     let queries: Vec<String> = eval::cases(&base).into_iter().map(|c| c.query).collect();
+    let before_model = rss_mb();
     let embedder = match eval::model_dir() {
         Ok(dir) => Some(Embedder::local(&dir).expect("loading the model")),
         Err(why) => {
@@ -96,6 +103,9 @@ fn main() {
             None
         }
     };
+    let model_mb = rss_mb() - before_model;
+    let stand_in = std::env::var("SEARCH_BENCH_TOOL_VECTORS").is_ok_and(|v| v == "stand-in");
+    let cold = !stand_in && std::env::var("SEARCH_BENCH_COLD").map_or(true, |v| v != "0");
     let redis_url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let sizes: Vec<usize> = std::env::var("SEARCH_BENCH_SIZES")
         .unwrap_or_else(|_| "100,1000,10000".into())
@@ -114,10 +124,15 @@ fn main() {
             n,
             embedder.as_ref(),
             &redis_url,
+            cold,
+            stand_in,
         ));
         eprintln!("{} tools done", n);
     }
     println!("{}", render(&rows));
+    if embedder.is_some() {
+        println!("Resident memory of the loaded model (weights, tokenizer): {model_mb:.1} MB.");
+    }
 }
 
 fn bench_size(
@@ -126,6 +141,8 @@ fn bench_size(
     n: usize,
     embedder: Option<&Embedder>,
     redis: &str,
+    cold: bool,
+    stand_in: bool,
 ) -> Row {
     let tools = catalog(base, n);
     let fusion = Fusion::default();
@@ -164,18 +181,30 @@ fn bench_size(
 
     // Cold: nothing cached anywhere (this catalog's keys are removed from Redis first);
     // every tool text is embedded, and stored in Redis on the way.
-    forget_in_redis(redis, embedder, &tools);
-    let t = Instant::now();
-    let cold_cache = EmbeddingCache::new(Some(redis)).unwrap();
-    let cold = SearchIndex::build(&tools, Some((embedder, &cold_cache)), fusion).unwrap();
-    row.build_cold_s = Some(t.elapsed().as_secs_f64());
-    drop((cold, cold_cache));
+    if cold {
+        forget_in_redis(redis, embedder, &tools);
+        let t = Instant::now();
+        let cold_cache = EmbeddingCache::new(Some(redis)).unwrap();
+        let cold = SearchIndex::build(&tools, Some((embedder, &cold_cache)), fusion).unwrap();
+        row.build_cold_s = Some(t.elapsed().as_secs_f64());
+        drop((cold, cold_cache));
+    }
     // A new replica: empty memory, every embedding in Redis.
     let rss1 = rss_mb();
     let t = Instant::now();
-    let replica_cache = EmbeddingCache::new(Some(redis)).unwrap();
-    let index = SearchIndex::build(&tools, Some((embedder, &replica_cache)), fusion).unwrap();
-    row.build_cached_s = Some(t.elapsed().as_secs_f64());
+    let index = if stand_in {
+        let dims = embedder.embed(&["dims"]).unwrap()[0].len();
+        let tool_vectors = Embedder::from_fn("bench-stand-in", move |texts| {
+            Ok(texts.iter().map(|t| stand_in_vector(t, dims)).collect())
+        });
+        let cache = EmbeddingCache::new(None).unwrap();
+        SearchIndex::build(&tools, Some((&tool_vectors, &cache)), fusion).unwrap()
+    } else {
+        let replica_cache = EmbeddingCache::new(Some(redis)).unwrap();
+        let index = SearchIndex::build(&tools, Some((embedder, &replica_cache)), fusion).unwrap();
+        row.build_cached_s = Some(t.elapsed().as_secs_f64());
+        index
+    };
     row.rss_hybrid_mb = Some(rss_mb() - rss1 + rss_keyword_mb);
     let allowed = index.allowed_for(Some(&admin));
 
@@ -212,6 +241,23 @@ fn bench_size(
             .collect(),
     ));
     row
+}
+
+/// A unit vector of `dims` pseudo-random components seeded by `text`.
+fn stand_in_vector(text: &str, dims: usize) -> Vec<f32> {
+    let mut state = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    }) | 1;
+    let v: Vec<f32> = (0..dims)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+    v.into_iter().map(|x| x / norm).collect()
 }
 
 /// Deletes the cached embeddings of `tools` from Redis, so the next build is cold.

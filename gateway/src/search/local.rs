@@ -44,6 +44,31 @@ pub struct LocalModel {
 /// one long text does not pad many short ones.
 const BATCH: usize = 32;
 
+/// Most `texts × tokens²` per forward pass. Attention holds `texts × heads × tokens²`
+/// floats (several such tensors at once), so 32 texts of 256 tokens would take some
+/// 100 MB per tensor, memory the allocator then keeps; this bound lets batches of long
+/// texts shrink (8 texts of 256 tokens, 21 of 128) while short texts still go 32 at a time.
+const BATCH_ATTENTION: usize = 32 * 128 * 128;
+
+/// Consecutive ranges of `lengths` (token counts, sorted ascending) to embed together: at
+/// most [`BATCH`] texts and [`BATCH_ATTENTION`] `texts × longest²`, at least one text.
+fn batches(lengths: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < lengths.len() {
+        let mut end = start + 1;
+        while end < lengths.len()
+            && end - start < BATCH
+            && (end - start + 1) * lengths[end] * lengths[end] <= BATCH_ATTENTION
+        {
+            end += 1;
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
 fn model_err(dir: &Path, what: &str) -> impl Fn(String) -> SearchError {
     let prefix = format!("model {}: {what}", dir.display());
     move |e| SearchError::Model(format!("{prefix}: {e}"))
@@ -117,11 +142,22 @@ impl LocalModel {
 
     /// One normalized vector per text, in order.
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, SearchError> {
-        // Texts of similar length batched together pad less.
+        if texts.len() <= 1 {
+            return self.embed_batch(texts);
+        }
+        // Texts of similar length (in tokens, as the model reads them) batched together
+        // pad less; batches of long texts are smaller ([`batches`]).
+        let lengths = texts
+            .iter()
+            .map(|t| self.tokenizer.encode(*t, true).map(|e| e.len()))
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|e| SearchError::Embed(format!("tokenizing: {e}")))?;
         let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
+        order.sort_by_key(|&i| lengths[i]);
+        let sorted: Vec<usize> = order.iter().map(|&i| lengths[i]).collect();
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(BATCH) {
+        for range in batches(&sorted) {
+            let chunk = &order[range];
             let batch: Vec<&str> = chunk.iter().map(|&i| texts[i]).collect();
             for (&i, v) in chunk.iter().zip(self.embed_batch(&batch)?) {
                 out[i] = v;
@@ -235,4 +271,27 @@ fn model_id(dir: &Path, weights: &Path) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     format!("local:{name}:{}", &hex::encode(h.finalize())[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_texts_go_32_at_a_time_and_long_ones_in_smaller_batches() {
+        let sizes = |lengths: &[usize]| -> Vec<usize> {
+            batches(lengths).into_iter().map(|r| r.len()).collect()
+        };
+        assert_eq!(sizes(&[]), Vec::<usize>::new());
+        assert_eq!(sizes(&[40; 70]), [32, 32, 6]);
+        assert_eq!(sizes(&[128; 30]), [30]);
+        assert_eq!(sizes(&[256; 20]), [8, 8, 4]);
+        // A batch is bounded by its longest (last, the lengths being sorted) text.
+        let mixed: Vec<usize> = [10; 6].into_iter().chain([256; 8]).collect();
+        assert_eq!(sizes(&mixed), [8, 6]);
+        // One text longer than the bound still gets a batch of its own.
+        assert_eq!(sizes(&[4096, 4096]), [1, 1]);
+        let covered: usize = batches(&[40; 70]).iter().map(|r| r.len()).sum();
+        assert_eq!(covered, 70);
+    }
 }

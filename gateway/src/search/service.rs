@@ -367,6 +367,7 @@ impl SearchService {
             Err(e) => return Err(e),
         };
         self.swap(index, source.catalog(), generation, started);
+        release_free_memory();
         Ok(())
     }
 
@@ -608,4 +609,16 @@ struct Ranked {
 /// Whether the index's source is the snapshot `catalog` (the same allocation).
 fn same_snapshot(source: Option<&Catalog>, catalog: &Catalog) -> bool {
     source.is_some_and(|s| std::ptr::eq(s, catalog))
+}
+
+/// Hands the memory freed by an embedding run back to the system. The model's forward
+/// passes allocate and free tens of MB per batch on several threads; glibc keeps such
+/// memory in per-thread arenas, where it would stay resident although nothing uses it
+/// (measured in gateway/benches/RESULTS-scale.md).
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free heap pages to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -2,7 +2,9 @@
 //! published by the operator's own code, read by several gateway replicas running the
 //! gateway's own watcher, over a simulated API server with latency
 //! ([`fake_api`]). Measures apply → servable on every replica (a first publication and a
-//! one-tool edit), the operator's assemble and publish, and, in a child process each, a
+//! one-tool edit), the operator's assemble and publish, when the first replica's search
+//! index catches up (its own `SearchService`, with a stand-in embedder that costs a fixed
+//! time per text: the catalog swap must not wait for it), and, in a child process each, a
 //! gateway's catalog load time and memory with and without the keyword search index.
 //!
 //! Ignored by default (a benchmark, no assertion on time):
@@ -14,18 +16,21 @@
 //! Knobs: `MCC_SCALE_TOOLS` (comma-separated sizes, default `10000,20000`),
 //! `MCC_SCALE_NAMESPACES` (200), `MCC_SCALE_REPLICAS` (3), `MCC_SCALE_DEBOUNCE_MS` (1000,
 //! the operator's default), `MCC_SCALE_WATCH_MS` (100: write → watch event),
-//! `MCC_SCALE_REQUEST_MS` (5 per request), `MCC_SCALE_MBPS` (50 MB/s per transfer).
+//! `MCC_SCALE_REQUEST_MS` (5 per request), `MCC_SCALE_MBPS` (50 MB/s per transfer),
+//! `MCC_SCALE_EMBED_US` (500: the stand-in embedder's time per tool text).
 
 mod fake_api;
 mod workload;
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcc_catalog::document::{self, Payload};
 use mcc_catalog::introspect::Introspector;
 use mcc_gateway::catalog::LiveCatalog;
 use mcc_gateway::kube::watch::{CatalogConfigMap, run};
+use mcc_gateway::search::{Embedder, SearchService, SearchSettings, SearchStatus};
 use mcc_operator::assemble::assemble;
 use mcc_operator::metrics::Metrics;
 use mcc_operator::publish::CatalogPublisher;
@@ -52,6 +57,85 @@ struct Timeline {
     replicas: Vec<Duration>,
 }
 
+/// The first replica's search index: its `SearchService` as a gateway wires it (rebuilt
+/// after each catalog swap), with every swap of its index recorded.
+struct ReplicaSearch {
+    service: SearchService,
+    /// Catalogs handed to the search index (its generation numbers them).
+    updates: Arc<AtomicU64>,
+    /// (when, status) of every index swap.
+    swaps: Arc<Mutex<Vec<(Instant, SearchStatus)>>>,
+}
+
+impl ReplicaSearch {
+    /// A stand-in embedder that costs `per_text` per text (sleeping: it stands for a
+    /// model's time without taking the CPU the replicas share here).
+    fn new(per_text: Duration) -> Self {
+        let embedder = Embedder::from_fn("stand-in", move |texts| {
+            std::thread::sleep(per_text * texts.len() as u32);
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.0f32; 8];
+                    v[t.len() % 8] = 1.0;
+                    v
+                })
+                .collect())
+        });
+        let service = SearchService::with_embedder(SearchSettings::default(), Some(embedder))
+            .expect("search service");
+        let swaps = Arc::new(Mutex::new(Vec::new()));
+        let mut watch = service.watch();
+        let recorded = swaps.clone();
+        tokio::spawn(async move {
+            while watch.changed().await.is_ok() {
+                let status = watch.borrow_and_update().clone();
+                recorded.lock().unwrap().push((Instant::now(), status));
+            }
+        });
+        Self {
+            service,
+            updates: Arc::new(AtomicU64::new(0)),
+            swaps,
+        }
+    }
+
+    /// What the watcher calls after each swap (as the gateway's `serve` does).
+    fn on_reload(&self) -> mcc_gateway::catalog::OnReload {
+        let (service, updates) = (self.service.clone(), self.updates.clone());
+        Arc::new(move |catalog| {
+            updates.fetch_add(1, Ordering::SeqCst);
+            service.update(catalog.clone()).expect("search update");
+        })
+    }
+
+    /// From `apply`: when an index of the newest catalog was first served (keyword-only
+    /// or hybrid), and when its hybrid index was. Waits for the hybrid one.
+    async fn caught_up(&self, apply: Instant) -> (Option<Duration>, Duration) {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let target = self.updates.load(Ordering::SeqCst);
+            {
+                let swaps = self.swaps.lock().unwrap();
+                let of_target = |semantic: bool| {
+                    swaps
+                        .iter()
+                        .find(|(at, s)| {
+                            *at >= apply && s.generation == target && (s.semantic || !semantic)
+                        })
+                        .map(|(at, _)| *at - apply)
+                };
+                if let Some(hybrid) = of_target(true) {
+                    let first = of_target(false).filter(|&t| t < hybrid);
+                    return (first, hybrid);
+                }
+            }
+            assert!(Instant::now() < deadline, "no hybrid index after 600 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: run with --ignored --nocapture (see the module doc)"]
 async fn catalog_scale() {
@@ -68,6 +152,7 @@ async fn catalog_scale() {
         bytes_per_sec: env_or("MCC_SCALE_MBPS", 50.0) * 1e6,
         watch: Duration::from_millis(env_or("MCC_SCALE_WATCH_MS", 100)),
     };
+    let embed_per_text = Duration::from_micros(env_or("MCC_SCALE_EMBED_US", 500));
     println!(
         "\n## {replicas} replicas, {namespaces} namespaces, debounce {} ms, API: {} ms per request, {} MB/s, watch event {} ms after the write\n",
         debounce.as_millis(),
@@ -80,13 +165,15 @@ async fn catalog_scale() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let mut memory = Vec::new();
+    let mut search_rows = Vec::new();
     for &tools in &sizes {
         let (objects, grants) = workload::objects(tools, namespaces);
         let policy = workload::policy(namespaces);
         let api = FakeApi::new(workload::TRUSTED, latency);
         let stop = CancellationToken::new();
+        let search = ReplicaSearch::new(embed_per_text);
         let lives: Vec<Arc<LiveCatalog>> = (0..replicas)
-            .map(|_| {
+            .map(|r| {
                 let live = Arc::new(LiveCatalog::waiting("waiting".into()));
                 tokio::spawn(run(
                     live.clone(),
@@ -97,7 +184,11 @@ async fn catalog_scale() {
                     },
                     Introspector::default(),
                     stop.clone(),
-                    Arc::new(|_| {}),
+                    if r == 0 {
+                        search.on_reload()
+                    } else {
+                        Arc::new(|_| {})
+                    },
                 ));
                 live
             })
@@ -132,6 +223,8 @@ async fn catalog_scale() {
                 publish: publish_time,
                 replicas: servable(&lives, &hash, apply).await,
             };
+            let (first_index, hybrid) = search.caught_up(apply).await;
+            search_rows.push((tools, run_name, timeline.replicas[0], first_index, hybrid));
             // Off the timeline: the encoding alone (part of the publish above).
             let t = Instant::now();
             let encoded = document::encode(&assembly.document).unwrap();
@@ -158,6 +251,18 @@ async fn catalog_scale() {
             }
         }
         stop.cancel();
+    }
+    println!(
+        "\n## The first replica's search index (stand-in embedder, {} µs per text)\n\n| tools | run | catalog served (ms) | first index of the new catalog (ms) | its hybrid index (ms) |\n| --- | --- | --- | --- | --- |",
+        embed_per_text.as_micros()
+    );
+    for (tools, run_name, served, first, hybrid) in search_rows {
+        let first = first.map_or("— (the previous hybrid index serves)".into(), ms);
+        println!(
+            "| {tools} | {run_name} | {} | {first} | {} |",
+            ms(served),
+            ms(hybrid)
+        );
     }
     println!(
         "\n## One gateway's catalog load and memory (a child process each)\n\n| tools | load (ms) | RSS before (MB) | RSS with the catalog (MB) | peak (MB) | keyword index build (ms) | RSS with the keyword index (MB) |\n| --- | --- | --- | --- | --- | --- | --- |"
