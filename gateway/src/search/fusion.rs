@@ -1,13 +1,18 @@
 //! How the keyword and semantic rankings become one score per tool.
 //!
-//! For a query q and a tool t, with `bm25` the keyword score (0 when t did not match) and
-//! `cos` the cosine between the query's and the tool's embeddings:
+//! For a query q and a tool t, with `bm25` the keyword score (0 when t did not match),
+//! `cov` the share of q's words t contains ([`super::coverage`]) and `cos` the cosine
+//! between the query's and the tool's embeddings:
 //!
 //! ```text
-//! keyword  k = bm25 / (bm25 + saturation)                       in [0, 1)
+//! keyword  k = cov * bm25 / (bm25 + saturation)                 in [0, 1)
 //! semantic s = clamp((cos - cos_floor) / (1 - cos_floor), 0, 1)  in [0, 1]
 //! score      = scale * (keyword_weight * k + semantic_weight * s)
 //! ```
+//!
+//! The coverage factor keeps an incidental word of a paraphrase from outranking meaning:
+//! without it, hybrid search ranked paraphrase queries far below semantic-only search
+//! (benches/RESULTS-search.md).
 //!
 //! Both signals are absolute (neither is divided by the query's best score), so a query
 //! that matches nothing well gets low scores everywhere and a `min_score` keeps its
@@ -37,10 +42,10 @@ pub struct Fusion {
 impl Default for Fusion {
     fn default() -> Self {
         Fusion {
-            keyword_weight: 0.3,
-            semantic_weight: 0.7,
-            saturation: 8.0,
-            cos_floor: 0.1,
+            keyword_weight: 0.2,
+            semantic_weight: 0.8,
+            saturation: 4.0,
+            cos_floor: 0.0,
             scale: 10.0,
         }
     }
@@ -58,10 +63,11 @@ impl Fusion {
         ((cos - self.cos_floor) / (1.0 - self.cos_floor).max(f32::EPSILON)).clamp(0.0, 1.0)
     }
 
-    /// The fused score of one tool.
-    pub fn score(&self, bm25: f32, cos: f32) -> f32 {
+    /// The fused score of one tool; `coverage` in [0, 1] scales its keyword signal.
+    pub fn score(&self, bm25: f32, coverage: f32, cos: f32) -> f32 {
         self.scale
-            * (self.keyword_weight * self.keyword(bm25) + self.semantic_weight * self.semantic(cos))
+            * (self.keyword_weight * coverage.clamp(0.0, 1.0) * self.keyword(bm25)
+                + self.semantic_weight * self.semantic(cos))
     }
 
     /// The score of a semantic-only ranking (for evaluation and when keyword finds
@@ -78,9 +84,10 @@ mod tests {
     #[test]
     fn perfect_match_scores_scale_and_nothing_scores_zero() {
         let f = Fusion::default();
-        assert_eq!(f.score(0.0, 0.0), 0.0);
-        assert_eq!(f.score(0.0, f.cos_floor), 0.0);
-        assert!((f.score(1e9, 1.0) - f.scale).abs() < 1e-3);
+        assert_eq!(f.score(0.0, 1.0, 0.0), 0.0);
+        assert_eq!(f.score(0.0, 1.0, f.cos_floor), 0.0);
+        assert!((f.score(1e9, 1.0, 1.0) - f.scale).abs() < 1e-3);
+        assert!(f.score(8.0, 0.5, 0.5) < f.score(8.0, 1.0, 0.5));
     }
 
     #[test]

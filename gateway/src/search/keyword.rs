@@ -199,13 +199,7 @@ impl KeywordIndex {
     /// [`MAX_QUERY_WORDS`]) and each field, the exact term and its fuzzy expansions, all
     /// optional (any match scores).
     fn query(&self, text: &str) -> Result<Option<BooleanQuery>, SearchError> {
-        let mut words = BTreeSet::new();
-        for word in analyze(&mut self.analyzer.clone(), text) {
-            if words.len() == MAX_QUERY_WORDS {
-                break;
-            }
-            words.insert(word);
-        }
+        let words = self.query_words(text);
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for word in &words {
             for wf in &self.fields {
@@ -219,6 +213,37 @@ impl KeywordIndex {
             }
         }
         Ok((!clauses.is_empty()).then(|| BooleanQuery::new(clauses)))
+    }
+
+    /// The distinct analyzed words of `text` that are ranked (the first
+    /// [`MAX_QUERY_WORDS`]).
+    pub fn query_words(&self, text: &str) -> BTreeSet<String> {
+        let mut words = BTreeSet::new();
+        for word in analyze(&mut self.analyzer.clone(), text) {
+            if words.len() == MAX_QUERY_WORDS {
+                break;
+            }
+            words.insert(word);
+        }
+        words
+    }
+
+    /// The indexed terms of any field within AUTO edit distance of `word`, other than
+    /// `word` itself (what a typo-tolerant match of it may hit).
+    pub fn fuzzy_terms(&self, word: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for wf in &self.fields {
+            for (term, weight) in self.expansions(wf.field, word).unwrap_or_default() {
+                if weight < 1.0
+                    && let Some(t) = term.value().as_str()
+                {
+                    out.push(t.to_string());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// The indexed terms of `field` within AUTO edit distance of `word`, each with its
@@ -262,7 +287,7 @@ impl KeywordIndex {
 }
 
 /// The text of each weighted field of `tool`, in [`FIELD_WEIGHTS`] order.
-fn document_texts(tool: &Tool) -> [String; 6] {
+pub(crate) fn document_texts(tool: &Tool) -> [String; 6] {
     let params: Vec<String> = tool
         .visible_params()
         .map(|p| format!("{} {}", p.name, p.description))

@@ -15,6 +15,7 @@
 
 pub mod background;
 pub mod config;
+pub mod coverage;
 pub mod embed;
 pub mod fusion;
 pub mod keyword;
@@ -29,6 +30,7 @@ use std::sync::Arc;
 use mcc_catalog::{Tool, User};
 
 pub use config::SearchConfig;
+pub use coverage::Coverage;
 pub use embed::{Embedder, EmbeddingCache, QueryCache};
 pub use fusion::Fusion;
 pub use keyword::KeywordIndex;
@@ -99,15 +101,41 @@ pub struct SearchIndex {
     tools: Vec<Tool>,
     signatures: Vec<String>,
     keyword: KeywordIndex,
+    coverage: Coverage,
     vectors: Option<Vectors>,
     fusion: Fusion,
 }
 
-/// The text a tool is embedded from: its signature block, the text MCC embeds. (Embedding
-/// only name, groups and description is about twice as fast but ranked worse on the
-/// relevance suite: benches/RESULTS-search.md.)
+/// The texts a tool is embedded from: its description and its signature block (the text
+/// MCC embeds). The tool's vector is the mean of their two vectors, so its cosine with a
+/// query is the mean of the two cosines; a tool without a description has the
+/// signature's alone. Chosen on the relevance suite (benches/RESULTS-search.md): the
+/// signature alone, the description alone, name + description, and with parameters or
+/// examples ranked worse.
+pub fn embedding_texts<'a>(tool: &'a Tool, signature: &'a str) -> Vec<&'a str> {
+    if tool.description.trim().is_empty() {
+        vec![signature]
+    } else {
+        vec![tool.description.as_str(), signature]
+    }
+}
+
+/// The signature block, the second of [`embedding_texts`] (benches/cold_start.rs embeds
+/// it alone; its loop should follow `embedding_texts`).
 pub fn embedding_text(signature: &str) -> &str {
     signature
+}
+
+/// The mean of a tool's text vectors (see [`embedding_texts`]).
+fn mean(rows: Vec<Vec<f32>>) -> Vec<f32> {
+    let n = rows.len().max(1) as f32;
+    let mut out = vec![0.0; rows.first().map_or(0, Vec::len)];
+    for row in &rows {
+        for (o, x) in out.iter_mut().zip(row) {
+            *o += x / n;
+        }
+    }
+    out
 }
 
 impl SearchIndex {
@@ -131,19 +159,31 @@ impl SearchIndex {
     ) -> Result<Self, SearchError> {
         let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();
         let keyword = KeywordIndex::build(tools)?;
+        let coverage = Coverage::build(tools);
         let vectors = match embeddings {
             None => None,
             Some((embedder, cache)) => {
-                let texts: Vec<&str> = signatures.iter().map(|s| embedding_text(s)).collect();
+                let per_tool: Vec<Vec<&str>> = tools
+                    .iter()
+                    .zip(&signatures)
+                    .map(|(t, s)| embedding_texts(t, s))
+                    .collect();
+                let texts: Vec<&str> = per_tool.iter().flatten().copied().collect();
                 let (rows, stats) = cache.embed_all_unless(embedder, &texts, superseded)?;
                 tracing::debug!(?stats, tools = tools.len(), "search: tool embeddings ready");
-                Some(flatten(rows)?)
+                let mut rows = rows.into_iter();
+                let vectors = per_tool
+                    .iter()
+                    .map(|t| mean(rows.by_ref().take(t.len()).collect()))
+                    .collect();
+                Some(flatten(vectors)?)
             }
         };
         Ok(SearchIndex {
             tools: tools.to_vec(),
             signatures,
             keyword,
+            coverage,
             vectors,
             fusion,
         })
@@ -208,7 +248,7 @@ impl SearchIndex {
                 .into_iter()
                 .map(|(score, index)| Hit { score, index })
                 .collect(),
-            Some((vectors, q)) => self.fuse(&keyword, vectors, q, mode, &allowed, limit),
+            Some((vectors, q)) => self.fuse(query, &keyword, vectors, q, mode, &allowed, limit),
         };
         if let Some(min) = min_score {
             hits.retain(|h| h.score >= min);
@@ -219,8 +259,10 @@ impl SearchIndex {
     }
 
     /// Fuses the keyword candidates with the best semantic candidates.
+    #[allow(clippy::too_many_arguments)]
     fn fuse(
         &self,
+        query: &str,
         keyword: &[(f32, usize)],
         vectors: &Vectors,
         q: &[f32],
@@ -250,9 +292,25 @@ impl SearchIndex {
         for &(_, i) in &cosines {
             bm25.entry(i).or_insert(0.0);
         }
-        bm25.into_iter()
+        let candidates: Vec<(usize, f32)> = bm25.into_iter().collect();
+        let matched: Vec<usize> = candidates
+            .iter()
+            .filter(|c| c.1 > 0.0)
+            .map(|c| c.0)
+            .collect();
+        let mut coverage: HashMap<usize, f32> = matched
+            .iter()
+            .copied()
+            .zip(self.coverage.of(&self.keyword, query, &matched))
+            .collect();
+        candidates
+            .into_iter()
             .map(|(index, kw)| Hit {
-                score: self.fusion.score(kw, vectors.cosine(index, q)),
+                score: self.fusion.score(
+                    kw,
+                    coverage.remove(&index).unwrap_or(0.0),
+                    vectors.cosine(index, q),
+                ),
                 index,
             })
             .collect()

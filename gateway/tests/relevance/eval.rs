@@ -10,7 +10,7 @@ use mcc_gateway::search::{Mode, SearchIndex, SearchService};
 use serde::Deserialize;
 
 /// One query and the keys that answer it (any counts).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct Case {
     pub query: String,
     pub expected: Vec<String>,
@@ -37,7 +37,54 @@ pub fn catalog() -> Vec<Tool> {
 
 /// The suite's queries; every expected key must exist in `tools`.
 pub fn cases(tools: &[Tool]) -> Vec<Case> {
-    let path = suite_dir().join("queries.yaml");
+    cases_in(tools, "queries.yaml")
+}
+
+/// The held-out paraphrase queries (paraphrases_heldout.yaml): written before tuning,
+/// never tuned on, reported apart.
+pub fn heldout_paraphrases(tools: &[Tool]) -> Vec<Case> {
+    cases_in(tools, "paraphrases_heldout.yaml")
+}
+
+/// The paraphrase queries to tune on (paraphrases_tune.yaml), written after the held-out
+/// ones and apart from them.
+pub fn tune_paraphrases(tools: &[Tool]) -> Vec<Case> {
+    cases_in(tools, "paraphrases_tune.yaml")
+}
+
+/// The analyzed words (keyword analyzer: stop words out, stemmed) that `query` shares
+/// with the name or description of the tool keyed `key`; empty for a paraphrase.
+pub fn shared_words(tools: &[Tool], key: &str, query: &str) -> Vec<String> {
+    use mcc_gateway::search::keyword::{analyze, analyzer};
+    let Some(tool) = tools.iter().find(|t| t.key == key) else {
+        return Vec::new();
+    };
+    let mut a = analyzer();
+    let tool_words = analyze(&mut a, &format!("{} {}", tool.name, tool.description));
+    let mut shared: Vec<String> = analyze(&mut a, query)
+        .into_iter()
+        .filter(|w| tool_words.contains(w))
+        .collect();
+    shared.dedup();
+    shared
+}
+
+/// The cases of `cases` whose query shares no word with any expected tool's name and
+/// description (see [`shared_words`]).
+pub fn paraphrases_of(tools: &[Tool], cases: &[Case]) -> Vec<Case> {
+    cases
+        .iter()
+        .filter(|c| {
+            c.expected
+                .iter()
+                .all(|k| shared_words(tools, k, &c.query).is_empty())
+        })
+        .cloned()
+        .collect()
+}
+
+fn cases_in(tools: &[Tool], name: &str) -> Vec<Case> {
+    let path = suite_dir().join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file: QueryFile =
         serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -45,7 +92,7 @@ pub fn cases(tools: &[Tool]) -> Vec<Case> {
         for key in &case.expected {
             assert!(
                 tools.iter().any(|t| &t.key == key),
-                "queries.yaml: {:?} expects unknown key {key}",
+                "{name}: {:?} expects unknown key {key}",
                 case.query
             );
         }
