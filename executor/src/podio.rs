@@ -174,7 +174,10 @@ mod tests {
         let parsed = parse_log(log.as_bytes()).unwrap().unwrap();
         assert_eq!(parsed.ending, Ending::Exited(3));
         assert_eq!(parsed.stdout.bytes, b"out\n\x00");
-        assert_eq!((parsed.stderr.total, &parsed.stderr.tail[..]), (9, &b"tail"[..]));
+        assert_eq!(
+            (parsed.stderr.total, &parsed.stderr.tail[..]),
+            (9, &b"tail"[..])
+        );
 
         let failed = Err(RunError::NotFound {
             program: "python3".into(),
