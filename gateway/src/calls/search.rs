@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
-use crate::search::{NO_MATCH, SearchError, format_score};
+use crate::search::SearchError;
 
 /// One hit: the tool's key, its fused score and its signature block (ends with `\n`),
 /// as the request's catalog snapshot has it.
@@ -105,14 +105,7 @@ pub async fn search(
 /// MCC's search output: each hit as `[<score:.2f>]\n<signature>`, joined by a blank line,
 /// or its no-match text.
 pub fn text(found: &[Found]) -> String {
-    if found.is_empty() {
-        return NO_MATCH.to_string();
-    }
-    found
-        .iter()
-        .map(|f| format!("[{}]\n{}", format_score(f.score), f.signature))
-        .collect::<Vec<_>>()
-        .join("\n\n")
+    crate::search::render(found.iter().map(|f| (f.score, f.signature.as_str())))
 }
 
 #[cfg(test)]
@@ -121,7 +114,7 @@ mod tests {
 
     #[test]
     fn text_is_mccs_format() {
-        assert_eq!(text(&[]), NO_MATCH);
+        assert_eq!(text(&[]), crate::search::NO_MATCH);
         let found = |key: &str, score| Found {
             key: key.into(),
             score,

@@ -338,15 +338,22 @@ pub fn format_score(score: f32) -> String {
 }
 
 /// MCC's search output: each hit as `[<score:.2f>]\n<signature>`, joined by a blank line
-/// (`"\n\n"`; signatures end in `\n`), or [`NO_MATCH`] when there are none.
-pub fn render_results(index: &SearchIndex, hits: &[Hit]) -> String {
-    if hits.is_empty() {
+/// (`"\n\n"`; signatures end in `\n`), or [`NO_MATCH`] when there are none. The one
+/// definition of that text: the service's own text and the calls layer both come here.
+pub fn render<S: AsRef<str>>(hits: impl IntoIterator<Item = (f32, S)>) -> String {
+    let blocks: Vec<String> = hits
+        .into_iter()
+        .map(|(score, signature)| format!("[{}]\n{}", format_score(score), signature.as_ref()))
+        .collect();
+    if blocks.is_empty() {
         return NO_MATCH.to_string();
     }
-    hits.iter()
-        .map(|h| format!("[{}]\n{}", format_score(h.score), index.signature(h.index)))
-        .collect::<Vec<_>>()
-        .join("\n\n")
+    blocks.join("\n\n")
+}
+
+/// [`render`] of `hits` with the signatures `index` holds.
+pub fn render_results(index: &SearchIndex, hits: &[Hit]) -> String {
+    render(hits.iter().map(|h| (h.score, index.signature(h.index))))
 }
 
 #[cfg(test)]

@@ -30,8 +30,8 @@ use tokio::sync::{Semaphore, watch};
 
 use super::background::Worker;
 use super::{
-    Embedder, EmbeddingCache, Fusion, Hit, Mode, NO_MATCH, QueryCache, SearchError, SearchIndex,
-    format_score, render_results,
+    Embedder, EmbeddingCache, Fusion, Hit, Mode, QueryCache, SearchError, SearchIndex, render,
+    render_results,
 };
 use crate::catalog::Catalog;
 
@@ -565,22 +565,10 @@ impl SearchService {
             return Ok(render_results(&ranked.index, &ranked.hits));
         };
         // An index of an earlier catalog: the text of the tools as they are now.
-        let blocks: Vec<String> = ranked
-            .hits
-            .iter()
-            .filter_map(|h| {
-                let tool = catalog.tool(&ranked.index.tools()[h.index].key)?;
-                Some(format!(
-                    "[{}]\n{}",
-                    format_score(h.score),
-                    mcc_catalog::signature(tool)
-                ))
-            })
-            .collect();
-        if blocks.is_empty() {
-            return Ok(NO_MATCH.to_string());
-        }
-        Ok(blocks.join("\n\n"))
+        Ok(render(ranked.hits.iter().filter_map(|h| {
+            let tool = catalog.tool(&ranked.index.tools()[h.index].key)?;
+            Some((h.score, mcc_catalog::signature(tool)))
+        })))
     }
 
     #[cfg(test)]
