@@ -108,7 +108,7 @@ fn every_example_is_admitted_and_ready() {
             .document
             .tools
             .iter()
-            .all(|t| !(t.introspect && !t.runtime.is_local()))
+            .all(|t| !t.introspect || t.runtime.is_local())
     );
 
     let assembly = assemble(&tools, &grants, &defaults);

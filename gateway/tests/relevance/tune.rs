@@ -365,8 +365,11 @@ fn params(t: &Tool) -> String {
         .join(" ")
 }
 
-/// The texts a tool can be embedded from (one per vector).
-fn text_variants() -> Vec<(&'static str, Box<dyn Fn(&Tool) -> Vec<String>>)> {
+/// What a tool is embedded from: one text per vector.
+type TextsOf = Box<dyn Fn(&Tool) -> Vec<String>>;
+
+/// The texts a tool can be embedded from, by name.
+fn text_variants() -> Vec<(&'static str, TextsOf)> {
     vec![
         (
             "signature (today)",
