@@ -9,7 +9,8 @@
 # Produces localhost/mcc-<name>:${MCC_IMAGE_TAG:-dev}. Steps (each skipped when done):
 #  1. podman, buildah, runc, mmdebstrap from apt when missing;
 #  2. a Debian bookworm minbase root filesystem made once with mmdebstrap from the host's
-#     apt sources (cached in $MCC_IMAGES_CACHE, default ~/.cache/mcc-images) and imported
+#     apt sources (cached in $MCC_IMAGES_CACHE, default ~/.cache/mcc-images), with the apt
+#     settings of Debian's official images (no apt caches left in layers), and imported
 #     as docker.io/library/debian:bookworm-slim, the Dockerfiles' base;
 #  3. each binary from $CARGO_TARGET_DIR/$MCC_PROFILE (default ~/.cache/mcc-target/debug)
 #     stripped into a staging directory, which is the build context of the Dockerfile's
@@ -33,7 +34,9 @@ profile=${MCC_PROFILE:-debug}
 tag=${MCC_IMAGE_TAG:-dev}
 model=${MCC_IMAGE_MODEL:-none}
 base_image=docker.io/library/debian:bookworm-slim
-base_tar=$cache/debian-bookworm-minbase.tar
+# The base's recipe (step 2); bumping it remakes the cached tar and the imported image.
+base_recipe=2
+base_tar=$cache/debian-bookworm-minbase-$base_recipe.tar
 
 log() { echo "images.sh: $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -71,24 +74,36 @@ export CONTAINERS_CONF=$conf
 podman() { command podman --runtime runc "$@"; }
 
 # 2. Base image.
-if ! podman image exists "$base_image"; then
+if [ "$(podman image inspect --format '{{index .Labels "dev.mcc.base-recipe"}}' "$base_image" 2>/dev/null)" != "$base_recipe" ]; then
     if [ ! -s "$base_tar" ]; then
         # minbase with merged /usr and without docs, man pages and locales, as Debian's
-        # -slim images are made (about 75 MB).
+        # -slim images are made (about 75 MB), and the apt settings of Debian's official
+        # images (debuerreotype): without docker-clean, every Dockerfile's `apt-get
+        # install` layer kept /var/cache/apt/*.bin and the .debs (~80 MB an image).
         log "making the bookworm base with mmdebstrap (about a minute) -> $base_tar"
+        rm -f "$cache"/debian-bookworm-minbase*.tar
+        local_apt=$cache/apt.conf.d
+        mkdir -p "$local_apt"
+        clean='"rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"'
+        printf '%s\n' "DPkg::Post-Invoke { $clean; };" "APT::Update::Post-Invoke { $clean; };" \
+            'Dir::Cache::pkgcache "";' 'Dir::Cache::srcpkgcache "";' >"$local_apt/docker-clean"
+        echo 'Acquire::GzipIndexes "true";' >"$local_apt/docker-gzip-indexes"
+        echo 'Acquire::Languages "none";' >"$local_apt/docker-no-languages"
+        echo 'Apt::AutoRemove::SuggestsImportant "false";' >"$local_apt/docker-autoremove-suggests"
         as_root mmdebstrap --quiet --variant=minbase --format=tar \
             --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
             --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
             --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
             --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/groff/*' \
             --dpkgopt='path-exclude=/usr/share/lintian/*' \
+            --customize-hook="copy-in $local_apt/docker-clean $local_apt/docker-gzip-indexes $local_apt/docker-no-languages $local_apt/docker-autoremove-suggests /etc/apt/apt.conf.d" \
             --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin "$1"/var/log/apt/* "$1"/var/log/*.log' \
             bookworm "$base_tar.tmp" >"$cache/mmdebstrap.log" 2>&1 \
             || die "mmdebstrap failed: see $cache/mmdebstrap.log"
         mv "$base_tar.tmp" "$base_tar"
     fi
     log "importing $base_tar as $base_image"
-    podman import --quiet "$base_tar" "$base_image" >/dev/null
+    podman import --quiet --change "LABEL dev.mcc.base-recipe=$base_recipe" "$base_tar" "$base_image" >/dev/null
 fi
 
 # 3 and 4. Images.
