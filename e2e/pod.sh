@@ -17,6 +17,7 @@
 # See e2e/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. e2e/lib.sh
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcc-target}
 cache=${MCC_IMAGES_CACHE:-$HOME/.cache/mcc-images}
@@ -29,15 +30,8 @@ scripts/images.sh gateway executor redis
 export CONTAINERS_CONF=$cache/containers.conf
 images_done=$SECONDS
 
-HELM=${HELM:-$(command -v helm || scripts/ensure-helm.sh)}
-python=python3
-if ! "$python" -c 'import sys, yaml, mcp.client.client; from importlib.metadata import version; v = tuple(int(x) for x in version("mcp").split(".")[:2]); sys.exit(v < (2, 3))' 2>/dev/null; then
-    if [ ! -x "$cache/venv/bin/python" ]; then
-        python3 -m venv "$cache/venv"
-    fi
-    "$cache/venv/bin/pip" install --quiet "mcp>=2.3" pyyaml
-    python=$cache/venv/bin/python
-fi
+e2e_helm
+e2e_python "$cache"
 
 echo "e2e/pod.sh: binaries and images ready in $((images_done - started)) s"
 rc=0

@@ -92,10 +92,12 @@ def free_port():
 # ---------------------------------------------------------------- rendering for podman
 
 
-def render(helm, values, gateway_port):
+def render(helm, values, gateway_port, extra=()):
+    """The chart rendered with `values`; `extra`: more helm arguments (e2e/image_report.py
+    sets image tags and the search model)."""
     out = subprocess.run(
         [helm, "template", RELEASE, os.path.join(REPO, "charts/mcc"), "--namespace", NAMESPACE,
-         "-f", values, "--set", f"gateway.port={gateway_port}"],
+         "-f", values, "--set", f"gateway.port={gateway_port}", *extra],
         capture_output=True, text=True,
     )
     if out.returncode != 0:
