@@ -19,25 +19,11 @@ import os
 import platform
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-TOOLS = """tools:
-  - name: echo
-    groups: [public]
-    description: Echo a message back.
-    params:
-      - name: msg
-        type: str
-        required: true
-    exec: echo {{ msg | quote }}
-"""
-USERS = """users:
-  - username: bench
-    groups: [admin, public]
-"""
+import gateway_proc
 
 
 class NagleConnection(http.client.HTTPConnection):
@@ -47,51 +33,6 @@ class NagleConnection(http.client.HTTPConnection):
         super().connect()
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
         assert self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def gateway_binary(given):
-    if given:
-        return given
-    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(
-        os.path.dirname(__file__), "..", "..", "target")
-    return os.path.join(target, "release", "mcc-gateway")
-
-
-def start(binary, work, port):
-    with open(os.path.join(work, "tools.yaml"), "w") as f:
-        f.write(TOOLS)
-    with open(os.path.join(work, "users.yaml"), "w") as f:
-        f.write(USERS)
-    settings = os.path.join(work, "settings.yaml")
-    with open(settings, "w") as f:
-        f.write(f"""server:
-  port: {port}
-  legacy_sessions: true
-  json_response: true
-auth: dev-admin
-tools: [{work}/tools.yaml]
-users_file: {work}/users.yaml
-""")
-    env = dict(os.environ, MCC_LOG="warn")
-    proc = subprocess.Popen([binary, "serve", "--config", settings], env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(work, "log"), "w"))
-    for _ in range(300):
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/readyz")
-            if c.getresponse().status == 200:
-                return proc
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"the gateway did not become ready; log: {work}/log")
 
 
 def post(conn, body, headers):
@@ -164,12 +105,10 @@ def main():
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--gateway")
     args = ap.parse_args()
-    binary = gateway_binary(args.gateway)
-    if not os.path.exists(binary):
-        sys.exit(f"{binary}: build it first (cargo build --release -p mcc-gateway)")
     work = tempfile.mkdtemp(prefix="mcc-nodelay-")
-    port = free_port()
-    proc = start(binary, work, port)
+    port = gateway_proc.free_port()
+    proc = gateway_proc.start(gateway_proc.binary(args.gateway), work, port,
+                              "  legacy_sessions: true\n")
     try:
         legacy_conn = NagleConnection("127.0.0.1", port, timeout=30)
         stateless_conn = NagleConnection("127.0.0.1", port, timeout=30)

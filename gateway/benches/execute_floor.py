@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Execute against the spawn floor (issue 14, target 2), measured from outside the process
+with clients we did not write: a release gateway serves `execute` of an echo tool over MCP
+(stateless 2026-07-28, plain JSON answers) to wrk on keep-alive connections, and the floor
+is the same `sh -c 'echo hello'` spawned bare, in the same run, interleaved round by round:
+
+- one connection: wrk -t1 -c1, against hyperfine -N (sequential bare spawns, no shell);
+- eight connections: wrk -t2 -c8 throughput, against 8 concurrent bare spawns (GNU xargs -P 8).
+
+    cargo build --release -p mcc-gateway && python3 gateway/benches/execute_floor.py
+
+Options: --rounds N (default 3), --seconds S per wrk run (default 10), --gateway PATH.
+Needs wrk, hyperfine and GNU xargs (Debian: apt-get install wrk hyperfine). Prints a
+markdown report; results with machine and date go to RESULTS-execute-floor.md.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import gateway_proc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ECHO = ["sh", "-c", "echo hello"]
+
+
+def check_answer(port):
+    """One call through urllib, the one wrk/execute.lua repeats: the answer must carry the
+    echo (wrk checks every answer of the run the same way)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "execute", "arguments": {"key": "public.echo", "params": {"msg": "hello"}},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "wrk", "version": "0"}}}}
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json",
+                                          "Accept": "application/json, text/event-stream",
+                                          "MCP-Protocol-Version": "2026-07-28",
+                                          "Mcp-Method": "tools/call", "Mcp-Name": "execute"})
+    answer = json.load(urllib.request.urlopen(req, timeout=10))
+    if "hello" not in answer["result"]["content"][0]["text"] or answer["result"].get("isError"):
+        sys.exit(f"unexpected answer: {answer}")
+
+
+def wrk(port, threads, connections, seconds):
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+         "-s", os.path.join(HERE, "wrk", "execute.lua"), f"http://127.0.0.1:{port}/mcp"],
+        check=True, capture_output=True, text=True).stdout
+    v = dict(line.split() for line in out.splitlines()
+             if line.split()[:1] and line.split()[0] in
+             ("p50_us", "p90_us", "p99_us", "requests", "duration_us", "errors", "wrong"))
+    v = {k: int(x) for k, x in v.items()}
+    if v["errors"] or v["wrong"]:
+        sys.exit(f"wrk saw {v['errors']} errors and {v['wrong']} wrong answers:\n{out}")
+    return {"p50": v["p50_us"] / 1000, "p90": v["p90_us"] / 1000, "p99": v["p99_us"] / 1000,
+            "rate": v["requests"] / (v["duration_us"] / 1e6), "calls": v["requests"]}
+
+
+def spawn_sequential(runs):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run(["hyperfine", "-N", "--warmup", "100", "--runs", str(runs),
+                        "--export-json", f.name, "--style", "none", " ".join(
+                            ECHO[:2] + [f"'{ECHO[2]}'"])],
+                       check=True, capture_output=True)
+        times = json.load(open(f.name))["results"][0]["times"]
+    times.sort()
+    return {"p50": statistics.median(times) * 1000,
+            "p90": times[int(len(times) * 0.9)] * 1000,
+            "p99": times[int(len(times) * 0.99)] * 1000, "rate": 1 / statistics.mean(times),
+            "calls": len(times)}
+
+
+def spawn_concurrent(spawns, parallel=8):
+    started = time.perf_counter()
+    subprocess.run(["xargs", "-P", str(parallel), "-I{}"] + ECHO,
+                   input="\n".join(map(str, range(spawns))) + "\n", text=True, check=True,
+                   stdout=subprocess.DEVNULL)
+    return {"rate": spawns / (time.perf_counter() - started), "calls": spawns}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("--gateway")
+    args = ap.parse_args()
+    for tool in ("wrk", "hyperfine", "xargs"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is not installed (Debian: apt-get install wrk hyperfine)")
+    work = tempfile.mkdtemp(prefix="mcc-execute-floor-")
+    port = gateway_proc.free_port()
+    proc = gateway_proc.start(gateway_proc.binary(args.gateway), work, port)
+    rows = []
+    try:
+        check_answer(port)
+        wrk(port, 1, 1, 2)  # warm-up
+        for _ in range(args.rounds):
+            one_floor = spawn_sequential(3000)
+            one = wrk(port, 1, 1, args.seconds)
+            eight_floor = spawn_concurrent(8000)
+            eight = wrk(port, 2, 8, args.seconds)
+            rows.append((one_floor, one, eight_floor, eight))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+    print(f"# Execute against the spawn floor ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())} "
+          f"UTC, {platform.machine()}, {os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.2f})\n")
+    print("| round | bare spawn p50 ms | execute p50 ms | p50 ratio (≤ 1.3) | execute p99 ms "
+          "| 8 bare spawns /s | 8 conns execute /s | throughput ratio (≥ 0.75) |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for i, (f1, e1, f8, e8) in enumerate(rows, 1):
+        print(f"| {i} | {f1['p50']:.3f} | {e1['p50']:.3f} | {e1['p50'] / f1['p50']:.2f} | "
+              f"{e1['p99']:.3f} | {f8['rate']:.0f} | {e8['rate']:.0f} | "
+              f"{e8['rate'] / f8['rate']:.2f} |")
+    p50_ratio = statistics.median(e1["p50"] / f1["p50"] for f1, e1, _, _ in rows)
+    rate_ratio = statistics.median(e8["rate"] / f8["rate"] for _, _, f8, e8 in rows)
+    print(f"\nmedian over rounds: p50 ratio {p50_ratio:.2f}, throughput ratio {rate_ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

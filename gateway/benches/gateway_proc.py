@@ -1,0 +1,75 @@
+"""A release gateway in a child process, for the benchmarks driven from outside
+(nodelay_probe.py, execute_floor.py): one echo tool, dev-admin auth, in-memory sessions,
+no embedding model. Standard library only."""
+import http.client
+import os
+import socket
+import subprocess
+import sys
+import time
+
+TOOLS = """tools:
+  - name: echo
+    groups: [public]
+    description: Echo a message back.
+    params:
+      - name: msg
+        type: str
+        required: true
+    exec: echo {{ msg | quote }}
+"""
+USERS = """users:
+  - username: bench
+    groups: [admin, public]
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def binary(given=None):
+    """The release gateway: `given`, else $CARGO_TARGET_DIR/release, else target/release."""
+    if given:
+        return given
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "target")
+    path = os.path.join(target, "release", "mcc-gateway")
+    if not os.path.exists(path):
+        sys.exit(f"{path}: build it first (cargo build --release -p mcc-gateway)")
+    return path
+
+
+def start(gateway, work, port, server_settings=""):
+    """Starts `gateway` on `port` with the echo tool; returns the process once /readyz
+    answers 200. `server_settings`: extra lines of the `server:` section, indented."""
+    with open(os.path.join(work, "tools.yaml"), "w") as f:
+        f.write(TOOLS)
+    with open(os.path.join(work, "users.yaml"), "w") as f:
+        f.write(USERS)
+    settings = os.path.join(work, "settings.yaml")
+    with open(settings, "w") as f:
+        f.write(f"""server:
+  port: {port}
+  json_response: true
+{server_settings}auth: dev-admin
+tools: [{work}/tools.yaml]
+users_file: {work}/users.yaml
+""")
+    env = dict(os.environ, MCC_LOG="warn")
+    proc = subprocess.Popen([gateway, "serve", "--config", settings], env=env,
+                            stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(work, "log"), "w"))
+    for _ in range(300):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/readyz")
+            if c.getresponse().status == 200:
+                return proc
+        except OSError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"the gateway did not become ready; log: {work}/log")
