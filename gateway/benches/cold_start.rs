@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcc_catalog::introspect::Introspector;
-use mcc_gateway::search::{Embedder, embedding_text};
+use mcc_gateway::search::{Embedder, embedding_texts};
 use serde_json::Value;
 
 const GROUPS: usize = 200;
@@ -249,12 +249,16 @@ fn main() {
     .tools;
     assert_eq!(tools.len(), n);
     let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();
-    let texts: Vec<&str> = signatures.iter().map(|s| embedding_text(s)).collect();
+    let texts: Vec<&str> = tools
+        .iter()
+        .zip(&signatures)
+        .flat_map(|(t, s)| embedding_texts(t, s))
+        .collect();
     let embedder = Embedder::local(&model).unwrap();
     let bare = || {
         let t = Instant::now();
         let vectors = embedder.embed(&texts).unwrap();
-        assert_eq!(vectors.len(), n);
+        assert_eq!(vectors.len(), texts.len());
         t.elapsed().as_secs_f64()
     };
     let bare_before = bare();
@@ -274,8 +278,9 @@ fn main() {
             .join(" ")
     );
     println!(
-        "Embedded texts: {n} signatures, {} characters on average.\n",
-        chars / n.max(1)
+        "Embedded texts: {} (each tool's description and signature), {} characters on average.\n",
+        texts.len(),
+        chars / texts.len().max(1)
     );
     println!("| measure | seconds |\n| --- | ---: |");
     println!(

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use mcc_catalog::Tool;
 use mcc_gateway::search::embed::{EmbeddingCache, content_hash, redis_key};
-use mcc_gateway::search::{Embedder, Fusion, Mode, SearchIndex};
+use mcc_gateway::search::{Embedder, Fusion, Mode, SearchIndex, embedding_texts};
 
 const TEAMS: &[&str] = &[
     "payments",
@@ -267,7 +267,13 @@ fn forget_in_redis(redis: &str, embedder: &Embedder, tools: &[Tool]) {
         .expect("Redis (REDIS_URL) for the cached-build column");
     let keys: Vec<String> = tools
         .iter()
-        .map(|t| redis_key(&content_hash(embedder.id(), &mcc_catalog::signature(t))))
+        .flat_map(|t| {
+            let signature = mcc_catalog::signature(t);
+            embedding_texts(t, &signature)
+                .into_iter()
+                .map(|text| redis_key(&content_hash(embedder.id(), text)))
+                .collect::<Vec<_>>()
+        })
         .collect();
     for chunk in keys.chunks(1000) {
         let _: () = redis::cmd("DEL").arg(chunk).query(&mut conn).expect("DEL");

@@ -31,7 +31,7 @@ use mcc_catalog::{Tool, User};
 
 pub use config::SearchConfig;
 pub use coverage::Coverage;
-pub use embed::{Embedder, EmbeddingCache, QueryCache};
+pub use embed::{Embedder, EmbeddingCache, QueryCache, Vector};
 pub use fusion::Fusion;
 pub use keyword::KeywordIndex;
 pub use service::{SearchService, SearchSettings, SearchStatus};
@@ -90,6 +90,28 @@ struct Vectors {
 }
 
 impl Vectors {
+    /// One row per tool: the mean of its `counts[tool]` consecutive `rows` (see
+    /// [`embedding_texts`]), written straight into one array.
+    fn means(rows: &[Vector], counts: &[usize]) -> Result<Self, SearchError> {
+        let dims = rows.first().map_or(0, |r| r.len());
+        if rows.iter().any(|r| r.len() != dims) {
+            return Err(SearchError::Embed(
+                "the embedder returned vectors of different lengths".into(),
+            ));
+        }
+        let mut data = vec![0.0f32; counts.len() * dims];
+        let mut rows = rows.iter();
+        for (out, &n) in data.chunks_exact_mut(dims.max(1)).zip(counts) {
+            let n_f = n.max(1) as f32;
+            for row in rows.by_ref().take(n) {
+                for (o, x) in out.iter_mut().zip(row.iter()) {
+                    *o += x / n_f;
+                }
+            }
+        }
+        Ok(Vectors { dims, data })
+    }
+
     fn cosine(&self, i: usize, q: &[f32]) -> f32 {
         let row = &self.data[i * self.dims..(i + 1) * self.dims];
         row.iter().zip(q).map(|(a, b)| a * b).sum()
@@ -118,24 +140,6 @@ pub fn embedding_texts<'a>(tool: &'a Tool, signature: &'a str) -> Vec<&'a str> {
     } else {
         vec![tool.description.as_str(), signature]
     }
-}
-
-/// The signature block, the second of [`embedding_texts`] (benches/cold_start.rs embeds
-/// it alone; its loop should follow `embedding_texts`).
-pub fn embedding_text(signature: &str) -> &str {
-    signature
-}
-
-/// The mean of a tool's text vectors (see [`embedding_texts`]).
-fn mean(rows: Vec<Vec<f32>>) -> Vec<f32> {
-    let n = rows.len().max(1) as f32;
-    let mut out = vec![0.0; rows.first().map_or(0, Vec::len)];
-    for row in &rows {
-        for (o, x) in out.iter_mut().zip(row) {
-            *o += x / n;
-        }
-    }
-    out
 }
 
 impl SearchIndex {
@@ -171,12 +175,8 @@ impl SearchIndex {
                 let texts: Vec<&str> = per_tool.iter().flatten().copied().collect();
                 let (rows, stats) = cache.embed_all_unless(embedder, &texts, superseded)?;
                 tracing::debug!(?stats, tools = tools.len(), "search: tool embeddings ready");
-                let mut rows = rows.into_iter();
-                let vectors = per_tool
-                    .iter()
-                    .map(|t| mean(rows.by_ref().take(t.len()).collect()))
-                    .collect();
-                Some(flatten(vectors)?)
+                let counts: Vec<usize> = per_tool.iter().map(Vec::len).collect();
+                Some(Vectors::means(&rows, &counts)?)
             }
         };
         Ok(SearchIndex {
@@ -315,19 +315,6 @@ impl SearchIndex {
             })
             .collect()
     }
-}
-
-fn flatten(rows: Vec<Vec<f32>>) -> Result<Vectors, SearchError> {
-    let dims = rows.first().map_or(0, Vec::len);
-    if rows.iter().any(|r| r.len() != dims) {
-        return Err(SearchError::Embed(
-            "the embedder returned vectors of different lengths".into(),
-        ));
-    }
-    Ok(Vectors {
-        dims,
-        data: rows.into_iter().flatten().collect(),
-    })
 }
 
 /// Formats a score as Python's `f"{score:.2f}"` would. Rust and Python both round the
