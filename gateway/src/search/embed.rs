@@ -113,7 +113,7 @@ fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn from_bytes(b: &[u8]) -> Option<Vec<f32>> {
+fn from_bytes(b: &[u8]) -> Option<Vector> {
     if b.is_empty() || !b.len().is_multiple_of(4) {
         return None;
     }
@@ -250,7 +250,7 @@ impl EmbeddingCache {
             };
             for (&i, value) in chunk.iter().zip(values) {
                 if let Some(v) = value.as_deref().and_then(from_bytes) {
-                    found[i] = Some(v.into());
+                    found[i] = Some(v);
                     hits += 1;
                 }
             }
@@ -345,7 +345,7 @@ mod tests {
     #[test]
     fn vectors_round_trip_through_bytes() {
         let v = vec![0.25f32, -1.5, 3.0e-7];
-        assert_eq!(from_bytes(&to_bytes(&v)), Some(v));
+        assert_eq!(from_bytes(&to_bytes(&v)), Some(Vector::from(v)));
         assert_eq!(from_bytes(&[1, 2, 3]), None);
     }
 
