@@ -33,7 +33,7 @@ fn tools_yaml(modules: &Path) -> String {
 
 fn key_yaml(key: &MintedKey) -> String {
     format!(
-        "    api_keys:\n      - prefix: {}\n        sha256: {}\n",
+        "    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
         key.entry.prefix, key.entry.sha256
     )
 }

@@ -38,7 +38,7 @@ async fn api_keys_authenticate_and_revocation_is_immediate() {
     let key = api_key::mint(None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let users_with_key = format!(
-        "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: {}\n        sha256: {}\n",
+        "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
         key.entry.prefix, key.entry.sha256
     );
     std::fs::write(dir.path().join("users.yaml"), &users_with_key).unwrap();

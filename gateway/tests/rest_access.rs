@@ -20,7 +20,7 @@ async fn credentials_are_required_as_on_mcp() {
     std::fs::write(
         dir.path().join("users.yaml"),
         format!(
-            "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: {}\n        sha256: {}\n",
+            "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
             key.entry.prefix, key.entry.sha256
         ),
     )

@@ -110,7 +110,7 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     let kept = api_key::mint(None).unwrap();
     let key = |k: &api_key::MintedKey| {
         format!(
-            "    api_keys:\n      - prefix: {}\n        sha256: {}\n",
+            "    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
             k.entry.prefix, k.entry.sha256
         )
     };
