@@ -7,6 +7,10 @@ is the same `sh -c 'echo hello'` spawned bare, in the same run, interleaved roun
 - one connection: wrk -t1 -c1, against hyperfine -N (sequential bare spawns, no shell);
 - eight connections: wrk -t2 -c8 throughput, against 8 concurrent bare spawns (GNU xargs -P 8).
 
+Beside them, for where the time goes: `whoami` through the same wrk path (MCP over HTTP
+without a tool run) and the gateway's own CPU time per one-connection `execute` (user plus
+system, from /proc; the tool processes' CPU is not in it).
+
     cargo build --release -p mcc-gateway && python3 gateway/benches/execute_floor.py
 
 Options: --rounds N (default 3), --seconds S per wrk run (default 10), --gateway PATH.
@@ -49,11 +53,12 @@ def check_answer(port):
         sys.exit(f"unexpected answer: {answer}")
 
 
-def wrk(port, threads, connections, seconds):
+def wrk(port, threads, connections, seconds, tool="execute"):
     out = subprocess.run(
         ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
          "-s", os.path.join(HERE, "wrk", "execute.lua"), f"http://127.0.0.1:{port}/mcp"],
-        check=True, capture_output=True, text=True).stdout
+        check=True, capture_output=True, text=True,
+        env=dict(os.environ, MCC_WRK_TOOL=tool)).stdout
     v = dict(line.split() for line in out.splitlines()
              if line.split()[:1] and line.split()[0] in
              ("p50_us", "p90_us", "p99_us", "requests", "duration_us", "errors", "wrong"))
@@ -62,6 +67,12 @@ def wrk(port, threads, connections, seconds):
         sys.exit(f"wrk saw {v['errors']} errors and {v['wrong']} wrong answers:\n{out}")
     return {"p50": v["p50_us"] / 1000, "p90": v["p90_us"] / 1000, "p99": v["p99_us"] / 1000,
             "rate": v["requests"] / (v["duration_us"] / 1e6), "calls": v["requests"]}
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of process `pid` itself (its reaped children not counted)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def spawn_sequential(runs):
@@ -104,7 +115,10 @@ def main():
         wrk(port, 1, 1, 2)  # warm-up
         for _ in range(args.rounds):
             one_floor = spawn_sequential(3000)
+            cpu_before = cpu_seconds(proc.pid)
             one = wrk(port, 1, 1, args.seconds)
+            one["cpu_us"] = (cpu_seconds(proc.pid) - cpu_before) / one["calls"] * 1e6
+            one["whoami_p50"] = wrk(port, 1, 1, max(2, args.seconds // 2), tool="whoami")["p50"]
             eight_floor = spawn_concurrent(8000)
             eight = wrk(port, 2, 8, args.seconds)
             rows.append((one_floor, one, eight_floor, eight))
@@ -116,12 +130,13 @@ def main():
           f"UTC, {platform.machine()}, {os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.2f})\n")
     print("| round | bare spawn p50 ms | execute p50 ms | p50 ratio (≤ 1.3) | execute p99 ms "
+          "| whoami p50 ms | gateway CPU µs per execute "
           "| 8 bare spawns /s | 8 conns execute /s | throughput ratio (≥ 0.75) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for i, (f1, e1, f8, e8) in enumerate(rows, 1):
         print(f"| {i} | {f1['p50']:.3f} | {e1['p50']:.3f} | {e1['p50'] / f1['p50']:.2f} | "
-              f"{e1['p99']:.3f} | {f8['rate']:.0f} | {e8['rate']:.0f} | "
-              f"{e8['rate'] / f8['rate']:.2f} |")
+              f"{e1['p99']:.3f} | {e1['whoami_p50']:.3f} | {e1['cpu_us']:.0f} | "
+              f"{f8['rate']:.0f} | {e8['rate']:.0f} | {e8['rate'] / f8['rate']:.2f} |")
     p50_ratio = statistics.median(e1["p50"] / f1["p50"] for f1, e1, _, _ in rows)
     rate_ratio = statistics.median(e8["rate"] / f8["rate"] for _, _, f8, e8 in rows)
     print(f"\nmedian over rounds: p50 ratio {p50_ratio:.2f}, throughput ratio {rate_ratio:.2f}")

@@ -2,15 +2,24 @@
 -- answers, on keep-alive connections. Every answer is checked: `done` reports latency
 -- percentiles, every error wrk counted (non-2xx answers included) and the 200 answers
 -- that did not carry the echo (a tool error is a 200 in MCP).
+-- MCC_WRK_TOOL=whoami calls `whoami` instead (the MCP path without the tool run; the
+-- answer must name the caller, `bench`).
+local tool = os.getenv("MCC_WRK_TOOL") or "execute"
+local arguments = '{"key":"public.echo","params":{"msg":"hello"}}'
+local expected = "hello"
+if tool == "whoami" then
+  arguments = "{}"
+  expected = "bench"
+end
 wrk.method = "POST"
 wrk.path = "/mcp"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Accept"] = "application/json, text/event-stream"
 wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
 wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "execute"
-wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"execute",'
-  .. '"arguments":{"key":"public.echo","params":{"msg":"hello"}},'
+wrk.headers["Mcp-Name"] = tool
+wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' .. tool .. '",'
+  .. '"arguments":' .. arguments .. ','
   .. '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
   .. '"io.modelcontextprotocol/clientCapabilities":{},'
   .. '"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"0"}}}}'
@@ -25,7 +34,7 @@ function init(args)
 end
 
 function response(status, headers, body)
-  if status == 200 and not body:find('hello', 1, true) then
+  if status == 200 and not body:find(expected, 1, true) then
     wrong = wrong + 1
   end
 end

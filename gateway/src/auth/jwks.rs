@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use http::Uri;
 use http_body_util::{BodyExt, Empty, Limited};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -193,9 +193,7 @@ impl JwksCache {
 }
 
 fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError> {
-    let mut roots = rustls::RootCertStore::empty();
-    // Unreadable system certificates are not fatal: an extra CA may be all we need.
-    roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+    let mut roots = crate::tls::system_roots();
     if let Some(pem) = extra_ca_pem {
         let certs = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<Vec<_>, _>>()
@@ -209,17 +207,8 @@ fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError
                 .map_err(|e| JwksSetupError::BadCa(e.to_string()))?;
         }
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| JwksSetupError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = HttpsConnectorBuilder::new()
-        .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .build();
+    let connector =
+        crate::tls::https_connector(roots).map_err(|e| JwksSetupError::Tls(e.to_string()))?;
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -99,20 +99,8 @@ impl std::fmt::Debug for OtlpClient {
 
 impl OtlpClient {
     fn new(runtime: tokio::runtime::Handle, timeout: Duration) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore::empty();
-        // Unreadable system certificates are not fatal: a plain-http collector needs none.
-        roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS setup: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        let connector = HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let connector = crate::tls::https_connector(crate::tls::system_roots())
+            .map_err(|e| format!("TLS setup: {e}"))?;
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),
             runtime,
