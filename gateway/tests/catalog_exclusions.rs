@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mcc_gateway::auth::api_key::{self, MintedKey};
+use mcc_gateway::auth::api_key;
 use mcc_gateway::catalog::LiveCatalog;
 use mcp_support::*;
 use serde_json::{Value, json};
@@ -28,13 +28,6 @@ fn tools_yaml(modules: &Path) -> String {
          \x20 - name: echo\n    description: Echo a message back.\n    exec: printf '%s' {{{{ message | quote }}}}\n    \
          params:\n      - name: message\n        type: str\n        required: true\n",
         modules.display()
-    )
-}
-
-fn key_yaml(key: &MintedKey) -> String {
-    format!(
-        "    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
-        key.entry.prefix, key.entry.sha256
     )
 }
 
@@ -95,10 +88,7 @@ async fn eventually<F: std::future::Future<Output = bool>>(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_that_cannot_be_introspected_is_left_out_and_the_rest_served() {
     let key = api_key::mint(None).unwrap();
-    let users = format!(
-        "users:\n  - username: bob\n    groups: [public]\n{}",
-        key_yaml(&key)
-    );
+    let users = users_file(&[("bob", &["public"], &[&key])]);
     let server = start_gateway(&users).await;
     let client = with_token(&server.url, &key.raw, true).await;
 
@@ -158,12 +148,11 @@ async fn api_key_records_sharing_a_prefix_are_left_out_and_the_rest_served() {
     // carol's record copies bob's prefix (with another hash): neither logs anyone in.
     let mut copied = api_key::mint(None).unwrap();
     copied.entry.prefix = shared.entry.prefix.clone();
-    let users = format!(
-        "users:\n  - username: bob\n    groups: [public]\n{}  - username: carol\n    groups: [public]\n{}  - username: dave\n    groups: [public]\n{}",
-        key_yaml(&shared),
-        key_yaml(&copied),
-        key_yaml(&own)
-    );
+    let users = users_file(&[
+        ("bob", &["public"], &[&shared]),
+        ("carol", &["public"], &[&copied]),
+        ("dave", &["public"], &[&own]),
+    ]);
     let server = start_gateway(&users).await;
     assert_eq!(initialize_status(&server.url, &shared.raw).await, 401);
     assert_eq!(initialize_status(&server.url, &copied.raw).await, 401);
@@ -191,10 +180,7 @@ async fn api_key_records_sharing_a_prefix_are_left_out_and_the_rest_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_revoked_while_a_tool_is_broken_stops_working() {
     let key = api_key::mint(None).unwrap();
-    let users = format!(
-        "users:\n  - username: bob\n    groups: [public]\n{}",
-        key_yaml(&key)
-    );
+    let users = users_file(&[("bob", &["public"], &[&key])]);
     let server = start_gateway(&users).await;
     assert_eq!(initialize_status(&server.url, &key.raw).await, 200);
 
@@ -287,10 +273,7 @@ async fn swaps_never_wait_for_a_stuck_search_rebuild() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("users.yaml"),
-        format!(
-            "users:\n  - username: bob\n    groups: [public]\n{}",
-            key_yaml(&key)
-        ),
+        users_file(&[("bob", &["public"], &[&key])]),
     )
     .unwrap();
     let mut s = settings(dir.path(), "api_key", None);

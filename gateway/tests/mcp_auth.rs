@@ -37,10 +37,7 @@ async fn initialize_status(url: &str, token: Option<&str>) -> (u16, Option<Strin
 async fn api_keys_authenticate_and_revocation_is_immediate() {
     let key = api_key::mint(None).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let users_with_key = format!(
-        "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
-        key.entry.prefix, key.entry.sha256
-    );
+    let users_with_key = users_file(&[("bob", &["public", "ops"], &[&key])]);
     std::fs::write(dir.path().join("users.yaml"), &users_with_key).unwrap();
     let s = settings(dir.path(), "api_key", Some(&redis_url()));
     let server = start_with(s, dir).await;

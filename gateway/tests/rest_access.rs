@@ -19,10 +19,7 @@ async fn credentials_are_required_as_on_mcp() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("users.yaml"),
-        format!(
-            "users:\n  - username: bob\n    groups: [public, ops]\n    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
-            key.entry.prefix, key.entry.sha256
-        ),
+        users_file(&[("bob", &["public", "ops"], &[&key])]),
     )
     .unwrap();
     let server = start_with(settings(dir.path(), "api_key", Some(&redis_url())), dir).await;

@@ -108,19 +108,13 @@ where
 async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_held() {
     let revoked = api_key::mint(None).unwrap();
     let kept = api_key::mint(None).unwrap();
-    let key = |k: &api_key::MintedKey| {
-        format!(
-            "    api_keys:\n      - prefix: '{}'\n        sha256: '{}'\n",
-            k.entry.prefix, k.entry.sha256
-        )
-    };
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users.yaml");
-    let bob = "users:\n  - username: bob\n    groups: [public, ops]\n";
-    let carol = "  - username: carol\n    groups: [public]\n";
+    let bob: (&str, &[&str]) = ("bob", &["public", "ops"]);
+    let carol: (&str, &[&str]) = ("carol", &["public"]);
     std::fs::write(
         &users,
-        format!("{bob}{}{carol}{}", key(&revoked), key(&kept)),
+        users_file(&[(bob.0, bob.1, &[&revoked]), (carol.0, carol.1, &[&kept])]),
     )
     .unwrap();
     let settings = settings(dir.path(), "api_key", None);
@@ -157,7 +151,11 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     assert!(found.contains("## ops.restart"), "keyword search: {found}");
 
     // Revoke bob's key and add a tool while the embedder is still held.
-    std::fs::write(&users, format!("{bob}{carol}{}", key(&kept))).unwrap();
+    std::fs::write(
+        &users,
+        users_file(&[(bob.0, bob.1, &[]), (carol.0, carol.1, &[&kept])]),
+    )
+    .unwrap();
     let tools = settings_tools_file(dir.path());
     let text = std::fs::read_to_string(&tools).unwrap();
     std::fs::write(&tools, format!("{text}{WEATHER}")).unwrap();
