@@ -110,11 +110,12 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     let kept = api_key::mint(None).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let users = dir.path().join("users.yaml");
-    let bob: (&str, &[&str]) = ("bob", &["public", "ops"]);
-    let carol: (&str, &[&str]) = ("carol", &["public"]);
     std::fs::write(
         &users,
-        users_file(&[(bob.0, bob.1, &[&revoked]), (carol.0, carol.1, &[&kept])]),
+        users_file(&[
+            ("bob", &["public", "ops"], &[&revoked]),
+            ("carol", &["public"], &[&kept]),
+        ]),
     )
     .unwrap();
     let settings = settings(dir.path(), "api_key", None);
@@ -153,7 +154,10 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     // Revoke bob's key and add a tool while the embedder is still held.
     std::fs::write(
         &users,
-        users_file(&[(bob.0, bob.1, &[]), (carol.0, carol.1, &[&kept])]),
+        users_file(&[
+            ("bob", &["public", "ops"], &[]),
+            ("carol", &["public"], &[&kept]),
+        ]),
     )
     .unwrap();
     let tools = settings_tools_file(dir.path());

@@ -231,22 +231,28 @@ impl ClientHandler for TestClient {
 
 pub type Client = RunningService<RoleClient, TestClient>;
 
-/// A reqwest client for a test's own HTTP requests (the process's TLS provider first:
-/// see `mcc_gateway::tls`).
 /// A users file in which each `(username, groups, keys)` user holds the minted `keys`.
-/// Written through serde (as JSON, which is YAML), so a key's hex prefix or hash is always
-/// a string: unquoted, an all-digit prefix with one `e` reads as a float.
+/// The product's own [`UserEntry`](mcc_gateway::auth::UserEntry) written through serde (as
+/// JSON, which is YAML), so a key's hex prefix or hash is always a string: unquoted, an
+/// all-digit prefix with one `e` reads as a float.
 pub fn users_file(users: &[(&str, &[&str], &[&mcc_gateway::auth::api_key::MintedKey])]) -> String {
-    let users: Vec<Value> = users
+    let users: Vec<mcc_gateway::auth::UserEntry> = users
         .iter()
-        .map(|(username, groups, keys)| {
-            let keys: Vec<_> = keys.iter().map(|k| &k.entry).collect();
-            json!({"username": username, "groups": groups, "api_keys": keys})
+        .map(|(username, groups, keys)| mcc_gateway::auth::UserEntry {
+            user: mcc_catalog::User {
+                username: username.to_string(),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+                ..Default::default()
+            },
+            api_keys: keys.iter().map(|k| k.entry.clone()).collect(),
+            ..Default::default()
         })
         .collect();
     json!({ "users": users }).to_string()
 }
 
+/// A reqwest client for a test's own HTTP requests (the process's TLS provider first:
+/// see `mcc_gateway::tls`).
 pub fn http_client() -> reqwest::Client {
     http_client_builder().build().expect("a reqwest client")
 }
