@@ -92,10 +92,15 @@ on_both_runtimes!(dropping_the_call_kills_and_reaps_the_process, async {
         .trim()
         .parse()
         .unwrap();
-    let reaped = (0..200).any(|_| {
-        std::thread::sleep(Duration::from_millis(10));
-        !alive(pid)
-    });
+    // Polled without blocking the runtime, which may be the one that reaps.
+    let mut reaped = false;
+    for _ in 0..200 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        if !alive(pid) {
+            reaped = true;
+            break;
+        }
+    }
     assert!(
         reaped,
         "process {pid} was not killed and reaped after the call was dropped"
@@ -104,12 +109,15 @@ on_both_runtimes!(dropping_the_call_kills_and_reaps_the_process, async {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_calls_each_get_their_own_output() {
-    let calls = (0..16).map(|i| {
-        tokio::spawn(async move {
-            let done = sh(&format!("echo {i}"), None, None, 64).await;
-            (i, done)
+    // Collected first: all sixteen are spawned before any is awaited.
+    let calls: Vec<_> = (0..16)
+        .map(|i| {
+            tokio::spawn(async move {
+                let done = sh(&format!("echo {i}"), None, None, 64).await;
+                (i, done)
+            })
         })
-    });
+        .collect();
     for call in calls {
         let (i, done) = call.await.unwrap();
         assert_eq!(done.ending, Ending::Exited(0));
