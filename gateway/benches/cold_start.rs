@@ -226,6 +226,12 @@ fn run_gateway(work: &Path, model: &Path, n: usize) -> Gateway {
 }
 
 fn main() {
+    // As the gateway's main does: the bare loop and queries run with its thread settings.
+    // SAFETY: no other thread exists yet.
+    #[cfg(feature = "embed-local")]
+    unsafe {
+        mcc_gateway::search::local::settle_threads()
+    };
     let n: usize = std::env::var("MCC_BENCH_TOOLS")
         .ok()
         .and_then(|v| v.parse().ok())

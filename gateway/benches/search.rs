@@ -93,6 +93,12 @@ struct Row {
 }
 
 fn main() {
+    // As the gateway's main does: the bare loop and queries run with its thread settings.
+    // SAFETY: no other thread exists yet.
+    #[cfg(feature = "embed-local")]
+    unsafe {
+        mcc_gateway::search::local::settle_threads()
+    };
     let base = eval::catalog();
     let queries: Vec<String> = eval::cases(&base).into_iter().map(|c| c.query).collect();
     let before_model = rss_mb();

@@ -36,6 +36,11 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // SAFETY: no other thread exists yet (the runtime and telemetry start in `serve`).
+    #[cfg(feature = "embed-local")]
+    unsafe {
+        mcc_gateway::search::local::settle_threads()
+    };
     let result = match Cli::parse().command {
         Command::Serve { config, tools } => serve(config, tools),
         Command::Check { paths } => mcc_gateway::check::run(&paths, &mut std::io::stdout().lock()),

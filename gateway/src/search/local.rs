@@ -69,6 +69,33 @@ fn batches(lengths: &[usize]) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// The variable candle (and rayon) read for the number of threads of a matrix product.
+const THREADS_VAR: &str = "RAYON_NUM_THREADS";
+
+/// Settles, once, how many threads the model's matrix products use: the CPUs this
+/// process may run on (its container's CPU quota and affinity, as
+/// [`std::thread::available_parallelism`] reads them), unless `RAYON_NUM_THREADS` is
+/// already set, which is kept.
+///
+/// candle asks for its thread count on every matrix product. With the variable unset it
+/// counts the host's physical cores by parsing `/proc/cpuinfo` each time: about a third
+/// of a short query's embedding (10.5 → 7.3 ms p50 with the variable set;
+/// benches/RESULTS-search.md), and the count ignores a Pod's CPU limit, so a gateway
+/// limited to 2 CPUs on a 64-core node would run 64-thread products.
+///
+/// # Safety
+///
+/// It sets an environment variable: call it before any other thread of the process
+/// exists (first thing in `main`).
+pub unsafe fn settle_threads() {
+    if std::env::var_os(THREADS_VAR).is_some() {
+        return;
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    // SAFETY: the caller guarantees no other thread exists yet.
+    unsafe { std::env::set_var(THREADS_VAR, cpus.to_string()) };
+}
+
 fn model_err(dir: &Path, what: &str) -> impl Fn(String) -> SearchError {
     let prefix = format!("model {}: {what}", dir.display());
     move |e| SearchError::Model(format!("{prefix}: {e}"))
