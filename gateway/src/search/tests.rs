@@ -249,10 +249,17 @@ async fn a_query_over_max_query_bytes_is_refused_naming_the_setting() {
 fn dot_in_lanes_equals_the_plain_sum_for_every_length() {
     // Lengths around the lane width (the remainder path) and the model's 384.
     for len in [0, 1, 15, 16, 17, 33, 384, 385] {
-        let a: Vec<f32> = (0..len).map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0).collect();
-        let b: Vec<f32> = (0..len).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();
+        let a: Vec<f32> = (0..len)
+            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0)
+            .collect();
+        let b: Vec<f32> = (0..len)
+            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0)
+            .collect();
         let plain: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x * y)).sum();
         let lanes = f64::from(super::dot(&a, &b));
-        assert!((lanes - plain).abs() < 1e-3, "len {len}: {lanes} vs {plain}");
+        assert!(
+            (lanes - plain).abs() < 1e-3,
+            "len {len}: {lanes} vs {plain}"
+        );
     }
 }
