@@ -24,5 +24,9 @@ fn the_thread_count_is_the_available_cpus_unless_the_operator_set_one() {
         std::env::set_var(VAR, &chosen);
         settle_threads();
     }
-    assert_eq!(std::env::var(VAR).unwrap(), chosen, "an operator's value is kept");
+    assert_eq!(
+        std::env::var(VAR).unwrap(),
+        chosen,
+        "an operator's value is kept"
+    );
 }
