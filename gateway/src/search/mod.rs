@@ -120,12 +120,13 @@ impl Vectors {
 /// Lanes of [`dot`]'s accumulators: two AVX or four SSE registers.
 const LANES: usize = 16;
 
-/// The dot product of two rows (of equal length), summed in [`LANES`] independent
+/// The dot product of two rows (of equal length; a tool vector and a query vector,
+/// whose cosine it is), summed in [`LANES`] independent
 /// accumulators. A plain `zip().map().sum()` adds one product at a time (floating-point
 /// addition is not reassociated for us), so ranking 10,000 tools took 4–5 ms, bound by
 /// the latency of one addition per element; in lanes the compiler vectorizes it and the
 /// scan runs at memory speed (benches/RESULTS-search.md).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (a_lanes, a_rest) = a.as_chunks::<LANES>();
     let (b_lanes, b_rest) = b.as_chunks::<LANES>();

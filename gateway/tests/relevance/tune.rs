@@ -9,7 +9,7 @@
 //! measured by `relevance_suite`.
 
 use mcc_catalog::Tool;
-use mcc_gateway::search::{Embedder, Mode, SearchIndex};
+use mcc_gateway::search::{Embedder, Mode, SearchIndex, dot};
 
 use crate::eval::{self, Case, Metrics};
 
@@ -179,10 +179,6 @@ fn coverage(tools: &[Tool], query: &str) -> Vec<f32> {
         }
     }
     cov
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
 /// How one tool's several cosines become one.
