@@ -8,12 +8,16 @@ is the same `sh -c 'echo hello'` spawned bare, in the same run, interleaved roun
 - eight connections: wrk -t2 -c8 throughput, against 8 concurrent bare spawns (GNU xargs -P 8).
 
 Beside them, for where the time goes: `whoami` through the same wrk path (MCP over HTTP
-without a tool run) and the gateway's own CPU time per one-connection `execute` (user plus
-system, from /proc; the tool processes' CPU is not in it).
+without a tool run), the gateway's own CPU time per one-connection `execute` (user plus
+system, from /proc; the tool processes' CPU is not in it) and, with --http-floor, the same
+spawn behind plain HTTP (`examples/http_spawn_floor.rs`: axum and the executor's
+`process::run`, no MCP, auth, catalog or engine).
 
     cargo build --release -p mcc-gateway && python3 gateway/benches/execute_floor.py
+    cargo build --release -p mcc-gateway --example http_spawn_floor   # for --http-floor
 
-Options: --rounds N (default 3), --seconds S per wrk run (default 10), --gateway PATH.
+Options: --rounds N (default 3), --seconds S per wrk run (default 10), --gateway PATH,
+--http-floor [PATH] (default: the example next to the release gateway).
 Needs wrk, hyperfine and GNU xargs (Debian: apt-get install wrk hyperfine). Prints a
 markdown report; results with machine and date go to RESULTS-execute-floor.md.
 """
@@ -102,13 +106,24 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--gateway")
+    ap.add_argument("--http-floor", nargs="?", const="", default=None)
     args = ap.parse_args()
     for tool in ("wrk", "hyperfine", "xargs"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is not installed (Debian: apt-get install wrk hyperfine)")
     work = tempfile.mkdtemp(prefix="mcc-execute-floor-")
     port = gateway_proc.free_port()
-    proc = gateway_proc.start(gateway_proc.binary(args.gateway), work, port)
+    gateway = gateway_proc.binary(args.gateway)
+    proc = gateway_proc.start(gateway, work, port)
+    floor_proc, floor_port = None, None
+    if args.http_floor is not None:
+        floor_bin = args.http_floor or os.path.join(os.path.dirname(gateway), "examples",
+                                                    "http_spawn_floor")
+        if not os.path.exists(floor_bin):
+            sys.exit(f"{floor_bin}: cargo build --release -p mcc-gateway --example http_spawn_floor")
+        floor_port = gateway_proc.free_port()
+        floor_proc = subprocess.Popen([floor_bin, f"127.0.0.1:{floor_port}"])
+        time.sleep(0.3)
     rows = []
     try:
         check_answer(port)
@@ -119,23 +134,29 @@ def main():
             one = wrk(port, 1, 1, args.seconds)
             one["cpu_us"] = (cpu_seconds(proc.pid) - cpu_before) / one["calls"] * 1e6
             one["whoami_p50"] = wrk(port, 1, 1, max(2, args.seconds // 2), tool="whoami")["p50"]
+            one["http_floor_p50"] = (wrk(floor_port, 1, 1, max(2, args.seconds // 2))["p50"]
+                                     if floor_port else None)
             eight_floor = spawn_concurrent(8000)
             eight = wrk(port, 2, 8, args.seconds)
             rows.append((one_floor, one, eight_floor, eight))
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        for p in (proc, floor_proc):
+            if p:
+                p.terminate()
+                p.wait(timeout=10)
 
     print(f"# Execute against the spawn floor ({time.strftime('%Y-%m-%d %H:%M', time.gmtime())} "
           f"UTC, {platform.machine()}, {os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.2f})\n")
     print("| round | bare spawn p50 ms | execute p50 ms | p50 ratio (≤ 1.3) | execute p99 ms "
-          "| whoami p50 ms | gateway CPU µs per execute "
+          "| whoami p50 ms | HTTP + spawn p50 ms | gateway CPU µs per execute "
           "| 8 bare spawns /s | 8 conns execute /s | throughput ratio (≥ 0.75) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for i, (f1, e1, f8, e8) in enumerate(rows, 1):
         print(f"| {i} | {f1['p50']:.3f} | {e1['p50']:.3f} | {e1['p50'] / f1['p50']:.2f} | "
-              f"{e1['p99']:.3f} | {e1['whoami_p50']:.3f} | {e1['cpu_us']:.0f} | "
+              f"{e1['p99']:.3f} | {e1['whoami_p50']:.3f} | "
+              f"{'–' if e1['http_floor_p50'] is None else format(e1['http_floor_p50'], '.3f')} | "
+              f"{e1['cpu_us']:.0f} | "
               f"{f8['rate']:.0f} | {e8['rate']:.0f} | {e8['rate'] / f8['rate']:.2f} |")
     p50_ratio = statistics.median(e1["p50"] / f1["p50"] for f1, e1, _, _ in rows)
     rate_ratio = statistics.median(e8["rate"] / f8["rate"] for _, _, f8, e8 in rows)

@@ -245,6 +245,13 @@ pub struct ConnectionLimits {
 /// finish. Unlike `axum::serve`, each connection gets hyper's header read timer, so a
 /// client that opens a connection and sends nothing (or stops half-way through its
 /// headers, or idles between requests) is disconnected.
+///
+/// Each connection is served on one thread of a pool of single-threaded runtimes (one per
+/// available CPU; the least busy at accept), with everything its requests spawn: the rmcp
+/// service task, the tool process's pipes and pidfd. On a work-stealing runtime those
+/// hopped between workers several times per `execute` (measured on 2 cores: ~100 µs of
+/// the gateway's CPU per call, and wake-ups of idle CPUs on the request's path;
+/// RESULTS-execute-floor.md, run 5). Background work stays on the main runtime.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -263,6 +270,8 @@ pub async fn serve(
         .map_request(|r: http::Request<_>| r.map(axum::body::Body::new))
         .service(router);
     let graceful = GracefulShutdown::new();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pool = tokio_util::task::LocalPoolHandle::new(threads);
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -279,16 +288,32 @@ pub async fn serve(
         // Neither side waits on a delayed ACK: our writes go out at once, and what the
         // client sent is acknowledged before we wait for more ([`crate::quickack`]).
         let _ = stream.set_nodelay(true);
-        let conn = Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout)
-            .serve_connection(
-                TokioIo::new(crate::quickack::QuickAck(stream)),
-                TowerToHyperService::new(service.clone()),
-            );
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
+        // The socket is registered again with the reactor of the thread that serves it.
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "handing a connection to its thread failed");
+                continue;
+            }
+        };
+        let service = service.clone();
+        let watcher = graceful.watcher();
+        pool.spawn_pinned(move || async move {
+            let stream = match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "registering a connection failed");
+                    return;
+                }
+            };
+            let conn = Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
+                .serve_connection(
+                    TokioIo::new(crate::quickack::QuickAck(stream)),
+                    TowerToHyperService::new(service),
+                );
+            if let Err(e) = watcher.watch(conn).await {
                 tracing::debug!(error = %e, "connection closed");
             }
         });
