@@ -96,7 +96,10 @@ async fn shutdown_lets_a_request_in_flight_finish_and_refuses_new_connections() 
     tokio::time::sleep(Duration::from_millis(100)).await;
     shutdown.cancel();
 
-    let response = slow.await.unwrap().expect("the request in flight is answered");
+    let response = slow
+        .await
+        .unwrap()
+        .expect("the request in flight is answered");
     assert_eq!(response.status(), 200);
     assert_eq!(response.text().await.unwrap(), "done");
     tokio::time::timeout(Duration::from_secs(5), served)
