@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -101,6 +102,18 @@ def spawn_concurrent(spawns, parallel=8):
     return {"rate": spawns / (time.perf_counter() - started), "calls": spawns}
 
 
+def wait_listening(port, seconds=10):
+    """Returns once something accepts connections on `port`, else exits."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
@@ -123,7 +136,7 @@ def main():
             sys.exit(f"{floor_bin}: cargo build --release -p mcc-gateway --example http_spawn_floor")
         floor_port = gateway_proc.free_port()
         floor_proc = subprocess.Popen([floor_bin, f"127.0.0.1:{floor_port}"])
-        time.sleep(0.3)
+        wait_listening(floor_port)
     rows = []
     try:
         check_answer(port)
