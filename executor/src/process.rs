@@ -202,11 +202,14 @@ async fn feed(stdin: Option<tokio::process::ChildStdin>, bytes: Option<&[u8]>) {
 /// Reads `pipe` to its end, keeping the first `limit` bytes and counting the rest.
 async fn capture(pipe: Option<impl AsyncRead + Unpin>, limit: usize, into: &mut Captured) {
     let Some(mut pipe) = pipe else { return };
-    let mut chunk = vec![0u8; CHUNK];
+    // Read into spare capacity (`read_buf`): a zeroed 64 KiB buffer per stream and call
+    // was a 128 KiB memset for what is usually a few bytes of output.
+    let mut chunk = Vec::with_capacity(CHUNK);
     loop {
-        match pipe.read(&mut chunk).await {
+        chunk.clear();
+        match pipe.read_buf(&mut chunk).await {
             Ok(0) | Err(_) => return,
-            Ok(n) => into.keep(&chunk[..n], limit),
+            Ok(_) => into.keep(&chunk, limit),
         }
     }
 }

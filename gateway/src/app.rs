@@ -69,6 +69,9 @@ enum Watch {
     },
 }
 
+/// How long a stopping gateway waits for its audit sinks to write what calls queued.
+const AUDIT_FLUSH: Duration = Duration::from_secs(2);
+
 /// A built gateway, ready to serve.
 pub struct Gateway {
     pub router: axum::Router,
@@ -441,7 +444,10 @@ impl Gateway {
                 shutdown.clone(),
             ));
         }
-        http::serve(listener, self.router, self.connections, shutdown).await
+        let served = http::serve(listener, self.router, self.connections, shutdown).await;
+        // Every request has ended: what they queued for the audit trail is written now.
+        self.shared.audit.flush(AUDIT_FLUSH).await;
+        served
     }
 }
 

@@ -265,6 +265,25 @@ impl Auditor {
         }
     }
 
+    /// Waits, at most `within` in all, until every sink has written (or counted as dropped)
+    /// what was queued; at shutdown, so the last calls' events are not lost with the
+    /// process. Logs the sinks that did not finish.
+    pub async fn flush(&self, within: Duration) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        for queue in &inner.sinks {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if !queue.flush(left).await {
+                tracing::warn!(
+                    sink = queue.name,
+                    "audit: shutting down with events not yet written"
+                );
+            }
+        }
+    }
+
     /// Whether events carry the caller's params (`audit.params`).
     pub fn records_params(&self) -> bool {
         self.inner.as_ref().is_some_and(|i| i.params)

@@ -3,7 +3,12 @@
 //! <json>`, plus `XTRIM <key> MINID ~ <now - age>` with an age bound, one pipeline per
 //! batch). A write that fails is counted as dropped (`write_error`) and logged at most
 //! once per interval; it never reaches the call that produced the event.
+//!
+//! The stdout writer lets events gather for [`GATHER`] after each write, so a busy
+//! gateway wakes its thread once per window rather than once per call; [`Queue::flush`]
+//! (at shutdown) cuts the window short and waits until what was queued is written.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,16 +23,62 @@ const BATCH: usize = 256;
 /// How long one Redis write may take before its batch counts as failed.
 pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long the stdout writer waits after a write before it takes the next batch.
+pub const GATHER: Duration = Duration::from_millis(5);
+
 /// A sink's queue: the sending end and the sink's name (`stdout`, `redis`, …).
 pub struct Queue {
     pub name: &'static str,
     tx: mpsc::Sender<Arc<str>>,
+    /// Events queued and events finished (written or dropped) by the sink's own writer;
+    /// `None` for a [`channel`] whose receiver is someone else's.
+    progress: Option<Arc<Progress>>,
+}
+
+#[derive(Default)]
+struct Progress {
+    queued: AtomicU64,
+    finished: AtomicU64,
+    /// The writer's thread, woken early by a flush (stdout only).
+    thread: Mutex<Option<std::thread::Thread>>,
+}
+
+impl Progress {
+    fn finish(&self, n: u64) {
+        self.finished.fetch_add(n, Ordering::Release);
+    }
 }
 
 impl Queue {
     /// Queues a JSON line; `false` when the queue is full or its writer is gone.
     pub fn offer(&self, line: Arc<str>) -> bool {
-        self.tx.try_send(line).is_ok()
+        let queued = self.tx.try_send(line).is_ok();
+        if let (true, Some(p)) = (queued, &self.progress) {
+            p.queued.fetch_add(1, Ordering::Release);
+        }
+        queued
+    }
+
+    /// Waits, at most `within`, until every event queued so far is written (or counted
+    /// as dropped); `false` if some were still waiting.
+    pub async fn flush(&self, within: Duration) -> bool {
+        let Some(p) = &self.progress else {
+            return true;
+        };
+        let target = p.queued.load(Ordering::Acquire);
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if p.finished.load(Ordering::Acquire) >= target {
+                return true;
+            }
+            if let Some(thread) = &*p.thread.lock().unwrap_or_else(|e| e.into_inner()) {
+                thread.unpark();
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
 
@@ -49,7 +100,27 @@ impl Throttle {
 /// A sink whose events a test (or an embedding program) receives itself.
 pub fn channel(name: &'static str, capacity: usize) -> (Queue, mpsc::Receiver<Arc<str>>) {
     let (tx, rx) = mpsc::channel(capacity);
-    (Queue { name, tx }, rx)
+    let queue = Queue {
+        name,
+        tx,
+        progress: None,
+    };
+    (queue, rx)
+}
+
+/// A queue whose writer (the caller's task or thread) reports what it finished.
+fn tracked(
+    name: &'static str,
+    capacity: usize,
+) -> (Queue, mpsc::Receiver<Arc<str>>, Arc<Progress>) {
+    let (tx, rx) = mpsc::channel(capacity);
+    let progress = Arc::new(Progress::default());
+    let queue = Queue {
+        name,
+        tx,
+        progress: Some(progress.clone()),
+    };
+    (queue, rx, progress)
 }
 
 /// Takes what is queued, up to [`BATCH`], waiting only for the first.
@@ -76,10 +147,12 @@ pub fn writer<W>(name: &'static str, mut out: W, capacity: usize, metrics: Metri
 where
     W: std::io::Write + Send + 'static,
 {
-    let (queue, mut rx) = channel(name, capacity);
+    let (queue, mut rx, progress) = tracked(name, capacity);
+    let writer_progress = progress.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("audit-{name}"))
         .spawn(move || {
+        let progress = writer_progress;
         let warned = Throttle::default();
         while let Some(first) = rx.blocking_recv() {
             let mut batch = vec![first];
@@ -105,8 +178,14 @@ where
                     }
                 }
             }
+            progress.finish(n);
+            // Let the next events gather (a flush unparks it early).
+            std::thread::park_timeout(GATHER);
         }
     });
+    if let Ok(handle) = &spawned {
+        *progress.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.thread().clone());
+    }
     if let Err(e) = spawned {
         tracing::error!(sink = name, error = %e, "audit: cannot start the sink's writer; its events are counted as dropped");
     }
@@ -130,7 +209,7 @@ pub fn redis_stream(
     capacity: usize,
     metrics: Metrics,
 ) -> Queue {
-    let (queue, mut rx) = channel("redis", capacity);
+    let (queue, mut rx, progress) = tracked("redis", capacity);
     tokio::spawn(async move {
         let warned = Throttle::default();
         while let Some(batch) = next_batch(&mut rx).await {
@@ -167,6 +246,7 @@ pub fn redis_stream(
                 Ok(Err(e)) => failed(&metrics, &warned, n, &e.to_string()),
                 Err(_) => failed(&metrics, &warned, n, "no answer within 2 s"),
             }
+            progress.finish(n);
         }
     });
     queue

@@ -34,6 +34,12 @@ use crate::config::{LogFormat, TraceExport, TracingSettings};
 /// The target of every span that may be exported (the literal in the span macros).
 pub const TARGET: &str = "mcc_trace";
 
+/// The log filter when `MCC_LOG` is unset. rmcp logs each stateless request's life at
+/// `info` (its service starting with the client's whole peer info, its input ending, its
+/// serve loop finishing): three lines per call that say nothing a call's own line does not,
+/// written synchronously on the request's thread. Its warnings and errors still show.
+pub const DEFAULT_FILTER: &str = "info,rmcp=warn";
+
 /// What [`init`] started; [`Telemetry::shutdown`] sends the spans still queued.
 pub struct Telemetry {
     #[cfg(feature = "otel")]
@@ -96,7 +102,7 @@ where
 {
     let telemetry = Telemetry::start(tracing, runtime)?;
     let filter = EnvFilter::try_from_env("MCC_LOG")
-        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
         .add_directive(format!("{TARGET}=off").parse().expect("a valid directive"));
     #[cfg_attr(not(feature = "otel"), allow(unused_mut))]
     let mut layers = vec![
@@ -208,6 +214,57 @@ impl Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// The log's output, for a test to read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<String> {
+            let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+            text.lines().map(str::to_string).collect()
+        }
+    }
+
+    /// Without `MCC_LOG`: our `info` lines show, rmcp's per-request `info` lines do not,
+    /// its warnings do.
+    #[test]
+    fn the_default_filter_keeps_rmcp_to_its_warnings() {
+        if std::env::var_os("MCC_LOG").is_some() {
+            return; // the filter under test is the one used without MCC_LOG
+        }
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let (layers, _telemetry) = layers(
+            LogFormat::Text,
+            &TracingSettings::default(),
+            runtime.handle(),
+            move || writer.clone(),
+        )
+        .unwrap();
+        let subscriber = tracing_subscriber::registry().with(layers);
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: "rmcp::service", "Service initialized as server");
+            tracing::warn!(target: "rmcp::service", "rmcp warning");
+            tracing::info!(target: "mcc_gateway::calls::execute", "execute completed");
+        });
+        let lines = captured.lines();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].ends_with("rmcp warning"), "{lines:?}");
+        assert!(lines[1].ends_with("execute completed"), "{lines:?}");
+    }
 
     #[tokio::test]
     async fn no_exporter_without_otel_settings() {
@@ -245,28 +302,6 @@ mod tests {
     #[cfg(feature = "otel")]
     mod log_lines {
         use super::*;
-        use std::sync::{Arc, Mutex};
-
-        /// The log's output, for a test to read.
-        #[derive(Clone, Default)]
-        struct Captured(Arc<Mutex<Vec<u8>>>);
-
-        impl std::io::Write for Captured {
-            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(buf);
-                Ok(buf.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-
-        impl Captured {
-            fn lines(&self) -> Vec<String> {
-                let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-                text.lines().map(str::to_string).collect()
-            }
-        }
 
         /// Tracing on (nothing sampled, so nothing is ever sent): one line inside a traced
         /// span, one outside; returns them and the span's trace and span id.
