@@ -6,38 +6,6 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-/// A request allocates and frees hundreds of small objects (rmcp's JSON-RPC values, header
-/// maps, the call's strings); mimalloc's thread-local free lists serve them with a
-/// fraction of glibc's work (gateway/benches/RESULTS-execute-floor.md, run 6).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's options by their place in `mi_option_e` (mimalloc.h of the v3 sources
-/// libmimalloc-sys builds; the crate names neither). The test below reads their defaults,
-/// so a renumbering in an upgrade fails it.
-const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// Keeps the resident size where glibc's malloc had it: by default mimalloc commits its
-/// arenas eagerly and returns freed pages only after a delay, which left an idle gateway
-/// with the model loaded ~45 MB larger. Commit on use and purge at once instead; a
-/// `MIMALLOC_*` variable an operator sets still decides.
-fn tune_allocator() {
-    for (option, env, value) in [
-        (
-            MI_OPTION_ARENA_EAGER_COMMIT,
-            "MIMALLOC_ARENA_EAGER_COMMIT",
-            0,
-        ),
-        (MI_OPTION_PURGE_DELAY, "MIMALLOC_PURGE_DELAY", 0),
-    ] {
-        if std::env::var_os(env).is_none() {
-            // SAFETY: sets one of mimalloc's option words; any thread may call it.
-            unsafe { libmimalloc_sys::mi_option_set(option, value) };
-        }
-    }
-}
-
 #[derive(Parser)]
 #[command(
     name = "mcc-gateway",
@@ -68,7 +36,6 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    tune_allocator();
     // SAFETY: no other thread exists yet (the runtime and telemetry start in `serve`).
     #[cfg(feature = "embed-local")]
     unsafe {
@@ -135,22 +102,4 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
     // Spans still queued are sent while the runtime's workers still run.
     telemetry.shutdown();
     served
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_allocator_options_are_the_ones_named() {
-        // SAFETY: reads option words.
-        let (eager, delay) = unsafe {
-            (
-                libmimalloc_sys::mi_option_get(MI_OPTION_ARENA_EAGER_COMMIT),
-                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
-            )
-        };
-        // Their defaults in mimalloc's options.c: 2, and 1000 milliseconds.
-        assert_eq!((eager, delay), (2, 1000));
-    }
 }
