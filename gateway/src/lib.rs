@@ -34,4 +34,6 @@ pub mod search;
 pub mod session;
 pub mod sse_coalesce;
 pub mod telemetry;
+#[cfg(test)]
+mod test_writer;
 pub mod tls;

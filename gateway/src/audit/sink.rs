@@ -9,7 +9,7 @@
 //! (at shutdown) cuts the window short and waits until what was queued is written.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
@@ -40,7 +40,7 @@ struct Progress {
     queued: AtomicU64,
     finished: AtomicU64,
     /// The writer's thread, woken early by a flush (stdout only).
-    thread: Mutex<Option<std::thread::Thread>>,
+    thread: OnceLock<std::thread::Thread>,
 }
 
 impl Progress {
@@ -71,7 +71,7 @@ impl Queue {
             if p.finished.load(Ordering::Acquire) >= target {
                 return true;
             }
-            if let Some(thread) = &*p.thread.lock().unwrap_or_else(|e| e.into_inner()) {
+            if let Some(thread) = p.thread.get() {
                 thread.unpark();
             }
             if tokio::time::Instant::now() >= deadline {
@@ -184,7 +184,7 @@ where
         }
     });
     if let Ok(handle) = &spawned {
-        *progress.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.thread().clone());
+        let _ = progress.thread.set(handle.thread().clone());
     }
     if let Err(e) = spawned {
         tracing::error!(sink = name, error = %e, "audit: cannot start the sink's writer; its events are counted as dropped");

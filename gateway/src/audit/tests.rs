@@ -139,39 +139,24 @@ fn settings_are_checked_by_name() {
     assert_eq!(bad.validate().unwrap_err().0, "audit.queue_size");
 }
 
-/// A test writer whose output the test reads.
-#[derive(Clone, Default)]
-struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Shared {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_flush_writes_what_the_writer_was_still_gathering() {
-    let out = Shared::default();
+    let out = crate::test_writer::Captured::default();
     let metrics = Metrics::new();
     let auditor = Auditor::with_sinks(
         vec![sink::writer("stdout", out.clone(), 64, metrics.clone())],
         false,
         &metrics,
     );
-    let lines = || String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     auditor.record(&AuditEvent::new("search", &caller()));
     auditor.flush(Duration::from_secs(5)).await;
-    assert_eq!(lines().lines().count(), 1, "{}", lines());
+    assert_eq!(out.lines().len(), 1, "{:?}", out.lines());
     // The writer now gathers for sink::GATHER: a flush does not wait the window out.
     let started = std::time::Instant::now();
     for _ in 0..20 {
         auditor.record(&AuditEvent::new("execute", &caller()));
     }
     auditor.flush(Duration::from_secs(5)).await;
-    assert_eq!(lines().lines().count(), 21, "{}", lines());
+    assert_eq!(out.lines().len(), 21, "{:?}", out.lines());
     assert!(started.elapsed() < Duration::from_secs(5));
 }

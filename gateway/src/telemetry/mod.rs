@@ -214,28 +214,7 @@ impl Telemetry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// The log's output, for a test to read.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn lines(&self) -> Vec<String> {
-            let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
-            text.lines().map(str::to_string).collect()
-        }
-    }
+    use crate::test_writer::Captured;
 
     /// Without `MCC_LOG`: our `info` lines show, rmcp's per-request `info` lines do not,
     /// its warnings do.
