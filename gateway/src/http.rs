@@ -10,15 +10,20 @@
 //! `/metrics` is served on its own port ([`metrics_router`]) when `metrics.port` is set,
 //! and requires `Authorization: Bearer <metrics.token>` when a token is set.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use futures::future::BoxFuture;
+use http_body_util::combinators::BoxBody;
 use rmcp::transport::streamable_http_server::session::SessionStore as McpSessionStore;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
@@ -27,6 +32,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower::ServiceBuilder;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -80,13 +86,32 @@ impl Default for RouterLimits {
     }
 }
 
+/// rmcp's `/mcp` service behind an `Arc`. axum clones a route's service for every
+/// request, and so does each `from_fn` layer around it; a `StreamableHttpService` clone
+/// copies its whole config (the allowed host and origin lists as owned strings), an
+/// `Arc` clone is one increment.
+#[derive(Clone)]
+struct SharedMcpService(Arc<StreamableHttpService<McpServer, RelayingSessionManager>>);
+
+impl tower::Service<Request> for SharedMcpService {
+    type Response = http::Response<BoxBody<Bytes, Infallible>>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut std::task::Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { Ok(service.handle(request).await) })
+    }
+}
+
 fn mcp_service(
     shared: Arc<Shared>,
     options: McpOptions<'_>,
-) -> (
-    StreamableHttpService<McpServer, RelayingSessionManager>,
-    Arc<RelayingSessionManager>,
-) {
+) -> (SharedMcpService, Arc<RelayingSessionManager>) {
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(options.server.legacy_sessions)
         .with_json_response(options.server.json_response)
@@ -116,7 +141,7 @@ fn mcp_service(
         sessions.clone(),
         config,
     );
-    (service, sessions)
+    (SharedMcpService(Arc::new(service)), sessions)
 }
 
 /// The whole router, `/metrics` on it without a token and no request timeout.
@@ -152,17 +177,21 @@ pub fn router_with(
         max_sse_streams_per_caller,
         sessions,
     );
-    let mcp = Router::new()
-        .nest_service("/mcp", service)
-        // Innermost: a quick SSE answer leaves as one write (head and body).
-        .layer(middleware::from_fn(sse_coalesce::coalesce))
-        .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
-        // Inside authentication: counts per caller.
-        .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))
+    // One `layer` call for the whole stack: each `Router::layer` boxes the route again,
+    // and every box below a `from_fn` layer is cloned (allocated) on every request.
+    let mcp_layers = ServiceBuilder::new()
         .layer(middleware::from_fn_with_state(
             authenticator,
             auth::authenticate_request,
-        ));
+        ))
+        // Inside authentication: counts per caller.
+        .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))
+        .layer(middleware::from_fn_with_state(limit, jsonrpc_guard::guard))
+        // Innermost: a quick SSE answer leaves as one write (head and body).
+        .layer(middleware::from_fn(sse_coalesce::coalesce));
+    let mcp = Router::new()
+        .nest_service("/mcp", service)
+        .layer(mcp_layers);
     let state = HttpState { shared };
     let mut probes = Router::new()
         .route("/healthz", get(healthz))
@@ -170,21 +199,22 @@ pub fn router_with(
     if metrics.port.is_none() {
         probes = probes.merge(metrics_route(&state, &metrics));
     }
-    let mut router = probes
-        .with_state(state.clone())
+    // Ends when the response starts: an SSE stream's body is not covered.
+    let timeout = request_timeout
+        .map(|timeout| TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, timeout));
+    // One `layer` call, as for `/mcp`'s stack, outermost first.
+    let layers = ServiceBuilder::new()
+        // The OpenTelemetry `request` span (continuing a caller's traceparent).
+        .layer(middleware::from_fn(crate::telemetry::trace_request))
+        .layer(TraceLayer::new_for_http())
+        .option_layer(timeout)
+        .layer(middleware::from_fn_with_state(state.clone(), track));
+    probes
+        .with_state(state)
         .merge(mcp)
         .merge(rest)
         .merge(well_known)
-        .layer(middleware::from_fn_with_state(state, track));
-    if let Some(timeout) = request_timeout {
-        // Ends when the response starts: an SSE stream's body is not covered.
-        router = router.layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            timeout,
-        ));
-    }
-    // Outermost: the OpenTelemetry `request` span (continuing a caller's traceparent).
-    crate::telemetry::traced(router.layer(TraceLayer::new_for_http()))
+        .layer(layers)
 }
 
 /// The router of the separate metrics port (`metrics.port`): `/metrics` only.

@@ -282,10 +282,19 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let call = CallCtx::from_request(&context);
-        tracing::info!(user = call.caller.username(), tool = %request.name, "tool call");
+        // One info line per call: execute's pipeline writes its own, with the outcome.
+        if request.name != "execute" {
+            tracing::info!(user = call.caller.username(), tool = %request.name, "tool call");
+        }
         // rmcp runs this in a task of its own: its spans join the HTTP request's trace.
         let parts = context.extensions.get::<http::request::Parts>();
-        crate::telemetry::within(parts, self.dispatch(call, &request, &context)).await
+        // Boxed: the execute pipeline's state is large, and rmcp moves the handler's
+        // future into a task (several copies per request) on every call.
+        Box::pin(crate::telemetry::within(
+            parts,
+            self.dispatch(call, &request, &context),
+        ))
+        .await
     }
 
     async fn list_prompts(

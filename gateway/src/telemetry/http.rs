@@ -10,9 +10,8 @@
 //! request's extensions ([`RequestTrace`]) to those tasks ([`super::within`]). The span
 //! ends when the response starts.
 
-use axum::Router;
 use axum::extract::{MatchedPath, Request};
-use axum::middleware::{self, Next};
+use axum::middleware::Next;
 use axum::response::Response;
 use tracing::field::Empty;
 
@@ -23,18 +22,14 @@ pub struct RequestTrace {
     pub(super) cx: opentelemetry::Context,
 }
 
-/// `router` with a `request` span for each request it serves (axum applies the layer
-/// to each route, so the route that matched is known).
-pub fn traced(router: Router) -> Router {
-    router.layer(middleware::from_fn(trace_request))
-}
-
 /// Requests without a span: probes and scrapes come every few seconds and say nothing.
 fn untraced(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics")
 }
 
-async fn trace_request(request: Request, next: Next) -> Response {
+/// The middleware that opens the `request` span, for `Router::layer` (applied to each
+/// route, so the route that matched is known).
+pub async fn trace_request(request: Request, next: Next) -> Response {
     let path = request.uri().path();
     // Off (no exporter, or no `otel` feature): nothing is computed for the span.
     if untraced(path) || !tracing::enabled!(target: "mcc_trace", tracing::Level::INFO) {

@@ -22,7 +22,7 @@ mod export;
 #[cfg(feature = "otel")]
 pub mod log_ids;
 
-pub use http::traced;
+pub use http::trace_request;
 pub use spans::within;
 
 use tracing_subscriber::layer::SubscriberExt;
