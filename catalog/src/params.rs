@@ -33,13 +33,21 @@ pub struct Problem {
     pub message: String,
 }
 
+/// How many problems a message lists. pydantic lists them all; a caller who sends
+/// thousands of unknown params gets the first ones and a count, not a reply ten times
+/// the size of the request.
+pub const LISTED_PROBLEMS: usize = 100;
+
 impl fmt::Display for ValidationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.problems.len();
         let plural = if n == 1 { "" } else { "s" };
         write!(f, "{n} validation error{plural} for {}", self.model)?;
-        for p in &self.problems {
+        for p in self.problems.iter().take(LISTED_PROBLEMS) {
             write!(f, "\n{}\n  {}", p.param, p.message)?;
+        }
+        if n > LISTED_PROBLEMS {
+            write!(f, "\n({} more not shown)", n - LISTED_PROBLEMS)?;
         }
         Ok(())
     }
@@ -56,6 +64,7 @@ pub fn validate(
 ) -> Result<Map<String, Value>, ValidationError> {
     let mut problems = Vec::new();
     let mut out = Map::new();
+    let mut given_repr = None;
     for param in &tool.params {
         if let Some(forced) = &param.override_value {
             out.insert(param.name.clone(), forced.clone());
@@ -78,7 +87,8 @@ pub fn validate(
                 param: param.name.clone(),
                 message: format!(
                     "Field required [type=missing, input_value={}, input_type=dict]",
-                    pyfmt::repr(&Value::Object(given.clone()))
+                    given_repr
+                        .get_or_insert_with(|| pyfmt::input_repr(&Value::Object(given.clone())))
                 ),
             }),
             None => {
@@ -197,7 +207,7 @@ fn input_note(kind: &str, value: &Value) -> String {
     };
     format!(
         "[type={kind}, input_value={}, input_type={ty}]",
-        pyfmt::repr(value)
+        pyfmt::input_repr(value)
     )
 }
 
@@ -338,6 +348,43 @@ mod tests {
              bogus\n  Extra inputs are not permitted (accepted: name, n) \
              [type=extra_forbidden, input_value=1, input_type=int]"
         );
+    }
+
+    #[test]
+    fn a_hostile_call_gets_a_bounded_message() {
+        let t = tool(
+            exec(),
+            vec![
+                p("name", ParamType::Str, true),
+                p("n", ParamType::Int, false),
+            ],
+        );
+        let mut given = obj(json!({"n": "9".repeat(100_000) + "x"}));
+        for i in 0..5_000 {
+            given.insert(format!("p{i}"), json!(i));
+        }
+        let err = validate(&t, &given).unwrap_err();
+        assert_eq!(err.problems.len(), 5_002, "every problem is kept");
+        let text = err.to_string();
+        assert!(text.starts_with("5002 validation errors for public.greet_params\n"));
+        assert!(text.ends_with(&format!("\n({} more not shown)", 5_002 - LISTED_PROBLEMS)));
+        assert_eq!(text.matches("\n  ").count(), LISTED_PROBLEMS);
+        // The 100,001-byte value and the whole given dict come back cut to pydantic's 50.
+        assert!(
+            text.contains(&format!(
+                "input_value='{}...{}x', input_type=str]",
+                "9".repeat(24),
+                "9".repeat(22)
+            )),
+            "{text:.600}"
+        );
+        assert!(
+            text.contains(
+                "input_value={'n': '999999999999999999...8': 4998, 'p4999': 4999}, input_type=dict]"
+            ),
+            "{text:.600}"
+        );
+        assert!(text.len() < 20_000, "{} bytes", text.len());
     }
 
     #[test]

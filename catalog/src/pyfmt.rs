@@ -56,6 +56,20 @@ pub fn repr(v: &Value) -> String {
     out
 }
 
+/// pydantic's `input_value=` form of a value in a validation error: its `repr()`, the
+/// middle cut to `...` when longer than 50 bytes (the first 25 and the last 24 kept, on
+/// character boundaries), so an error never echoes a caller's large value back whole.
+pub fn input_repr(v: &Value) -> String {
+    const MAX: usize = 50;
+    let full = repr(v);
+    if full.len() <= MAX {
+        return full;
+    }
+    let head = full.floor_char_boundary(25);
+    let tail = full.ceil_char_boundary(full.len() - 24);
+    format!("{}...{}", &full[..head], &full[tail..])
+}
+
 /// Python's `repr()` of a string.
 pub fn repr_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -183,6 +197,27 @@ fn write_json_str(s: &str, out: &mut String) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn input_values_are_cut_like_pydantic() {
+        // Each expected form printed by pydantic 2.13.
+        assert_eq!(
+            input_repr(&json!("x".repeat(48))),
+            format!("'{}'", "x".repeat(48))
+        );
+        assert_eq!(
+            input_repr(&json!(format!("{}ab", "0123456789".repeat(5)))),
+            "'012345678901234567890123...901234567890123456789ab'"
+        );
+        assert_eq!(
+            input_repr(&json!("é".repeat(60))),
+            format!("'{}...{}'", "é".repeat(12), "é".repeat(11))
+        );
+        assert_eq!(
+            input_repr(&json!(vec![1; 30])),
+            "[1, 1, 1, 1, 1, 1, 1, 1, ... 1, 1, 1, 1, 1, 1, 1, 1]"
+        );
+    }
 
     #[test]
     fn floats_like_python() {

@@ -208,6 +208,25 @@ async fn hostile_values_reach_tools_as_data() {
         assert!(text(&r).contains("NUL byte"), "{key}: {}", text(&r));
         assert_eq!(seen.lock().unwrap().len(), before, "{key} sent no request");
     }
+    // A value too long for one process argument: refused by name, not E2BIG from spawn.
+    for key in ["exec_quoted", "curl_flags"] {
+        let before = seen.lock().unwrap().len();
+        let long = "a".repeat(200_000);
+        let r = call(
+            &client,
+            "execute",
+            json!({"key": key, "params": {"v": long}}),
+        )
+        .await;
+        assert_eq!(r.is_error, Some(true), "{key}");
+        let t = text(&r);
+        assert!(
+            t.contains("cannot render its command: the rendered command line is "),
+            "{key}: {t}"
+        );
+        assert!(t.contains("MAX_ARG_STRLEN") && t.len() < 400, "{key}: {t}");
+        assert_eq!(seen.lock().unwrap().len(), before, "{key} sent no request");
+    }
     assert!(!marker.exists());
     client.cancel().await.unwrap();
     server.stop().await;

@@ -18,6 +18,9 @@ use super::ExecError;
 /// and an absolute program lets std spawn with posix_spawn.
 pub const SHELL: &str = "/bin/sh";
 
+/// Linux's `MAX_ARG_STRLEN`: one process argument, its NUL included, is at most 32 pages.
+const MAX_ARG_BYTES: usize = 32 * 4096;
+
 /// Which template of a tool is rendered, for error messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Part {
@@ -59,6 +62,15 @@ pub fn render(
         return Err(error(
             "a param value holds a NUL byte, which a shell command line cannot carry".into(),
         ));
+    }
+    // The whole line is one argument of `sh -c`: say what is too long instead of E2BIG.
+    if line.len() >= MAX_ARG_BYTES {
+        return Err(error(format!(
+            "the rendered command line is {} bytes; a process argument holds at most {} \
+             (Linux's MAX_ARG_STRLEN): large values belong on the tool's stdin (`stdin: true`)",
+            line.len(),
+            MAX_ARG_BYTES - 1
+        )));
     }
     Ok(line)
 }
