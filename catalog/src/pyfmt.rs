@@ -65,8 +65,13 @@ pub fn input_repr(v: &Value) -> String {
     if full.len() <= MAX {
         return full;
     }
-    let head = full.floor_char_boundary(25);
-    let tail = full.ceil_char_boundary(full.len() - 24);
+    let head = (0..=25)
+        .rev()
+        .find(|&i| full.is_char_boundary(i))
+        .unwrap_or(0);
+    let tail = (full.len() - 24..=full.len())
+        .find(|&i| full.is_char_boundary(i))
+        .unwrap_or(full.len());
     format!("{}...{}", &full[..head], &full[tail..])
 }
 
