@@ -11,6 +11,7 @@
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
 //! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`).
 
+pub mod alloc;
 pub mod app;
 pub mod audit;
 pub mod auth;

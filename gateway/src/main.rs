@@ -6,6 +6,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+/// Small blocks from mimalloc, large ones from glibc (see `mcc_gateway::alloc`).
+#[global_allocator]
+static ALLOCATOR: mcc_gateway::alloc::SplitAlloc = mcc_gateway::alloc::SplitAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "mcc-gateway",
