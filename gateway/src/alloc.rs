@@ -4,10 +4,11 @@
 //! A request allocates and frees hundreds of small objects (rmcp's JSON-RPC values, header
 //! maps, the call's strings): mimalloc's thread-local free lists serve them with a fraction
 //! of glibc's work. Large blocks stay with glibc because mimalloc as the only allocator
-//! made the semantic index build 1.5× slower and its resident size larger: candle's
-//! tensors are freed and allocated again batch after batch, and mimalloc either kept those
-//! pages (resident size) or, tuned to purge them, faulted them in again each batch
-//! (gateway/benches/RESULTS-execute-floor.md, runs 6 and 8).
+//! made the semantic index build 1.58× slower and the served index 54 MB larger; the
+//! likely cause, not profiled, is candle's tensors, freed and allocated again batch after
+//! batch, which mimalloc either kept (resident size) or, tuned to purge, faulted in again.
+//! With the split, that build is within the target again (execute: RESULTS-execute-floor.md
+//! runs 6 and 8; the build: RESULTS-cold-start.md).
 //!
 //! Which allocator owns a block follows from its size alone: `dealloc` and `realloc` are
 //! given the layout the block was allocated with, so no lookup is needed.
