@@ -28,10 +28,7 @@ def measure(binary, seconds, tool):
     try:
         execute_floor.check_answer(port)
         execute_floor.wrk(port, 1, 1, 1, tool=tool)  # warm-up
-        before = execute_floor.cpu_seconds(proc.pid)
-        run = execute_floor.wrk(port, 1, 1, seconds, tool=tool)
-        run["cpu_us"] = (execute_floor.cpu_seconds(proc.pid) - before) / run["calls"] * 1e6
-        return run
+        return execute_floor.one_connection(proc, port, seconds, tool)
     finally:
         proc.terminate()
         proc.wait(timeout=10)

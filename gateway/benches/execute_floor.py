@@ -80,6 +80,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def one_connection(proc, port, seconds, tool="execute"):
+    """wrk -t1 -c1 against the gateway `proc`, with the gateway's own CPU per call
+    (`cpu_us`) beside wrk's figures."""
+    before = cpu_seconds(proc.pid)
+    run = wrk(port, 1, 1, seconds, tool=tool)
+    run["cpu_us"] = (cpu_seconds(proc.pid) - before) / run["calls"] * 1e6
+    return run
+
+
 def spawn_sequential(runs):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         subprocess.run(["hyperfine", "-N", "--warmup", "100", "--runs", str(runs),
@@ -143,9 +152,7 @@ def main():
         wrk(port, 1, 1, 2)  # warm-up
         for _ in range(args.rounds):
             one_floor = spawn_sequential(3000)
-            cpu_before = cpu_seconds(proc.pid)
-            one = wrk(port, 1, 1, args.seconds)
-            one["cpu_us"] = (cpu_seconds(proc.pid) - cpu_before) / one["calls"] * 1e6
+            one = one_connection(proc, port, args.seconds)
             one["whoami_p50"] = wrk(port, 1, 1, max(2, args.seconds // 2), tool="whoami")["p50"]
             one["http_floor_p50"] = (wrk(floor_port, 1, 1, max(2, args.seconds // 2))["p50"]
                                      if floor_port else None)

@@ -9,7 +9,8 @@
 //! ([`rest`]).
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
-//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`).
+//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the
+//! binary's allocator).
 
 pub mod alloc;
 pub mod app;
