@@ -100,7 +100,7 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
         let pid = child.id();
         Ok((child, pid))
     })?;
-    let group = GroupKill(child.id().map(|pid| pid as i32));
+    let mut group = GroupKill(child.id().map(|pid| pid as i32));
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -214,13 +214,14 @@ async fn capture(pipe: Option<impl AsyncRead + Unpin>, limit: usize, into: &mut 
     }
 }
 
-/// Kills the child's whole process group when told to and when dropped (the call was
-/// cancelled), so no path leaves processes behind.
+/// Kills the child's whole process group when told to, or when dropped untold (the call
+/// was cancelled), so no path leaves processes behind. Only once: after the group has
+/// emptied, its id is free for a new group that a second signal would reach.
 struct GroupKill(Option<i32>);
 
 impl GroupKill {
-    fn kill(&self) {
-        if let Some(pgid) = self.0.filter(|&p| p > 0) {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take().filter(|&p| p > 0) {
             // SAFETY: kill(2) with a negative pid signals that process group; no memory
             // is involved. ESRCH (group already empty) is expected and ignored.
             unsafe {

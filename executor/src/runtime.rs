@@ -85,6 +85,8 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
 #[derive(Clone)]
 pub struct InProcess {
     parent: Arc<[(String, String)]>,
+    /// This process's working directory, read once: nothing here changes it.
+    here: Arc<Path>,
 }
 
 impl std::fmt::Debug for InProcess {
@@ -100,6 +102,9 @@ impl InProcess {
     pub fn new(parent_env: Vec<(String, String)>) -> Self {
         Self {
             parent: parent_env.into(),
+            here: std::env::current_dir()
+                .unwrap_or_else(|_| PathBuf::from("/"))
+                .into(),
         }
     }
 
@@ -114,16 +119,15 @@ impl InProcess {
         request: &Request,
     ) -> Result<(BTreeMap<String, String>, Option<PathBuf>), RunError> {
         let cwd = match &request.cwd {
-            Some(dir) => Some(checked_dir(dir)?),
+            Some(dir) => Some(checked_dir(&self.here, dir)?),
             None => None,
         };
-        let here = || std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let env = request
             .env
-            .resolve(&self.parent, cwd.clone().unwrap_or_else(here).as_path());
+            .resolve(&self.parent, cwd.as_deref().unwrap_or(&self.here));
         // An fn tool imports its module from its working directory: make it explicit.
         let cwd = match cwd {
-            None if request.env.cwd_on_pythonpath => Some(here()),
+            None if request.env.cwd_on_pythonpath => Some(self.here.to_path_buf()),
             cwd => cwd,
         };
         Ok((env, cwd))
@@ -138,10 +142,17 @@ impl Runtime for InProcess {
 
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
         let (env, cwd) = self.resolve(request)?;
-        let program = find_python(&request.program, env.get("PATH").map(String::as_str))
-            .ok_or_else(|| RunError::NotFound {
-                program: request.program.clone(),
-            })?;
+        let not_found = || RunError::NotFound {
+            program: request.program.clone(),
+        };
+        // A bare name is looked up on the tool's own PATH. A path is spawned as it is: a
+        // missing one fails the spawn, reported as the lookup reports it (no stat first).
+        let is_path = request.program.contains('/');
+        let program = match is_path {
+            true => PathBuf::from(&request.program),
+            false => find_python(&request.program, env.get("PATH").map(String::as_str))
+                .ok_or_else(not_found)?,
+        };
         let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
         let spec = Spec {
             program: &program,
@@ -153,9 +164,12 @@ impl Runtime for InProcess {
             timeout: request.timeout,
             max_output: request.max_output,
         };
-        process::run(&spec).await.map_err(|e| RunError::Spawn {
-            program: program.display().to_string(),
-            reason: e.to_string(),
+        process::run(&spec).await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound if is_path => not_found(),
+            _ => RunError::Spawn {
+                program: program.display().to_string(),
+                reason: e.to_string(),
+            },
         })
     }
 
@@ -164,16 +178,10 @@ impl Runtime for InProcess {
     }
 }
 
-/// `dir` made absolute against this process's working directory, if it is a directory.
-fn checked_dir(dir: &Path) -> Result<PathBuf, RunError> {
-    let absolute = match dir.is_absolute() {
-        true => dir.to_path_buf(),
-        false => std::env::current_dir()
-            .map(|here| here.join(dir))
-            .map_err(|_| RunError::Cwd {
-                path: dir.to_path_buf(),
-            })?,
-    };
+/// `dir` made absolute against `here` (this process's working directory), if it is a
+/// directory.
+fn checked_dir(here: &Path, dir: &Path) -> Result<PathBuf, RunError> {
+    let absolute = here.join(dir);
     match absolute.is_dir() {
         true => Ok(absolute),
         false => Err(RunError::Cwd {

@@ -309,6 +309,16 @@ async fn missing_programs_and_working_directories_are_named() {
             program: "python-that-does-not-exist".into()
         }
     );
+    // A path is spawned without a look-up; a missing one is named all the same.
+    let mut request = shell("true");
+    request.program = "/no/such/python3".into();
+    let err = client.run(&request).await.unwrap_err();
+    assert_eq!(
+        err,
+        RunError::NotFound {
+            program: "/no/such/python3".into()
+        }
+    );
     let mut request = shell("true");
     request.cwd = Some("/no/such/dir".into());
     let err = client.run(&request).await.unwrap_err();

@@ -340,7 +340,7 @@ pub async fn serve(
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
                 .serve_connection(
-                    TokioIo::new(crate::quickack::QuickAck(stream)),
+                    TokioIo::new(crate::quickack::QuickAck::new(stream)),
                     TowerToHyperService::new(service),
                 );
             if let Err(e) = watcher.watch(conn).await {

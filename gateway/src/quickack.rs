@@ -7,9 +7,12 @@
 //! send the body until the head is acknowledged; Linux delays that ACK up to 40 ms on an
 //! interactive connection, hoping to carry it on the answer, and the answer waits for the
 //! body. Every such request took 44 ms (gateway/benches/RESULTS-nodelay.md). Acknowledging
-//! when the server is about to wait costs one `setsockopt` per wait and at most one bare
-//! ACK segment per request, and removes the stall. The server's own writes do not wait
-//! either: accepted sockets get `TCP_NODELAY` ([`crate::http::serve`]).
+//! when the server is about to wait costs one `setsockopt` and at most one bare ACK segment
+//! per request, and removes the stall. Only a wait that follows new data acknowledges:
+//! hyper polls the socket several times per request (while the answer is being made, after
+//! it is written), and with nothing read since the last ACK there is nothing to send.
+//! The server's own writes do not wait either: accepted sockets get `TCP_NODELAY`
+//! ([`crate::http::serve`]).
 
 use std::io;
 use std::pin::Pin;
@@ -19,9 +22,20 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// An accepted connection that acknowledges received data before waiting for more.
-pub struct QuickAck(pub TcpStream);
+pub struct QuickAck {
+    stream: TcpStream,
+    /// Data was read since the last ACK this wrapper sent.
+    unacked: bool,
+}
 
 impl QuickAck {
+    pub fn new(stream: TcpStream) -> Self {
+        Self {
+            stream,
+            unacked: false,
+        }
+    }
+
     /// Sends any delayed ACK now and leaves the kernel's delayed-ACK ("pingpong") mode
     /// until the next exchange; errors are ignored (a closed socket, another OS).
     fn ack_now(&self) {
@@ -33,7 +47,7 @@ impl QuickAck {
             // c_int of the length passed.
             unsafe {
                 libc::setsockopt(
-                    self.0.as_raw_fd(),
+                    self.stream.as_raw_fd(),
                     libc::IPPROTO_TCP,
                     libc::TCP_QUICKACK,
                     (&one as *const libc::c_int).cast(),
@@ -51,9 +65,15 @@ impl AsyncRead for QuickAck {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.0).poll_read(cx, buf);
-        if polled.is_pending() {
-            this.ack_now();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.stream).poll_read(cx, buf);
+        match polled {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => this.unacked = true,
+            Poll::Pending if this.unacked => {
+                this.ack_now();
+                this.unacked = false;
+            }
+            _ => {}
         }
         polled
     }
@@ -65,7 +85,7 @@ impl AsyncWrite for QuickAck {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -73,19 +93,19 @@ impl AsyncWrite for QuickAck {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.0.is_write_vectored()
+        self.stream.is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
@@ -142,7 +162,7 @@ mod tests {
         });
         let (stream, _) = listener.accept().await.unwrap();
         let fd = stream.as_raw_fd();
-        let mut conn = QuickAck(stream);
+        let mut conn = QuickAck::new(stream);
         let mut head = [0u8; 4];
         conn.read_exact(&mut head).await.unwrap();
         assert_eq!(&head, b"head");
@@ -161,6 +181,52 @@ mod tests {
         go.send(()).unwrap();
         read.await.unwrap();
         assert_eq!(&body, b"body");
+        drop(client.join().unwrap());
+    }
+
+    /// A wait with nothing read since the last ACK sends none; the next data is
+    /// acknowledged again when the read after it waits.
+    #[tokio::test]
+    async fn only_a_wait_after_new_data_acknowledges() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let client = std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"one").unwrap();
+            wait.recv().unwrap();
+            c.write_all(b"two").unwrap();
+            wait.recv().unwrap();
+            c
+        });
+        let (stream, _) = listener.accept().await.unwrap();
+        let fd = stream.as_raw_fd();
+        let mut conn = QuickAck::new(stream);
+        let mut buf = [0u8; 3];
+        conn.read_exact(&mut buf).await.unwrap();
+        let mut more = [0u8; 3];
+        {
+            let read = conn.read_exact(&mut more);
+            tokio::pin!(read);
+            assert!(futures::poll!(read.as_mut()).is_pending());
+            assert_eq!(get(fd), 1, "the first wait after `one` acknowledges it");
+            clear(fd);
+            assert!(futures::poll!(read.as_mut()).is_pending());
+            assert_eq!(
+                get(fd),
+                0,
+                "a second wait with nothing new read sends no ACK"
+            );
+            go.send(()).unwrap();
+            read.await.unwrap();
+        }
+        assert_eq!(&more, b"two");
+        clear(fd);
+        let read = conn.read_exact(&mut more);
+        tokio::pin!(read);
+        assert!(futures::poll!(read.as_mut()).is_pending());
+        assert_eq!(get(fd), 1, "the wait after `two` acknowledges it");
+        go.send(()).unwrap();
         drop(client.join().unwrap());
     }
 }
