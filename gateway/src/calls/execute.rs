@@ -183,7 +183,7 @@ pub async fn execute<A: Ask>(
     shared.metrics.tool_call(key, label, started.elapsed());
     tracing::info!(
         user = call.caller.username(),
-        tool = key,
+        tool = crate::telemetry::spans::bounded(key),
         outcome = label,
         elapsed_ms = started.elapsed().as_millis() as u64,
         "execute completed"
@@ -211,7 +211,10 @@ async fn run<A: Ask>(
     let key = request.key;
     let catalog = shared.catalog.snapshot();
     let Some(tool) = catalog.tool(key) else {
-        tracing::warn!(tool = key, "execute: unknown tool");
+        tracing::warn!(
+            tool = crate::telemetry::spans::bounded(key),
+            "execute: unknown tool"
+        );
         return Executed::Unknown;
     };
     let user = call.caller.user.as_ref();

@@ -170,6 +170,8 @@ impl McpServer {
                 Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },
             other => {
+                // rmcp logs the error it answers with: the caller's name is cut there too.
+                let other = crate::telemetry::spans::bounded(other);
                 return Err(McpError::invalid_params(
                     format!("Unknown tool: {other}"),
                     None,
@@ -284,7 +286,8 @@ impl ServerHandler for McpServer {
         let call = CallCtx::from_request(&context);
         // One info line per call: execute's pipeline writes its own, with the outcome.
         if request.name != "execute" {
-            tracing::info!(user = call.caller.username(), tool = %request.name, "tool call");
+            let tool = crate::telemetry::spans::bounded(&request.name);
+            tracing::info!(user = call.caller.username(), tool, "tool call");
         }
         // rmcp runs this in a task of its own: its spans join the HTTP request's trace.
         let parts = context.extensions.get::<http::request::Parts>();

@@ -46,6 +46,9 @@ impl Guard {
                     ApiError::Forbidden("the Host header is missing or malformed".into())
                 })?;
             if !host_allowed(&host, &self.allowed_hosts) {
+                // The refusal is logged, and it comes before authentication: the caller's
+                // text is cut (as in every log line that carries one).
+                let host = crate::telemetry::spans::bounded(host.as_str());
                 return Err(ApiError::Forbidden(format!(
                     "Host '{host}' is not in server.allowed_hosts"
                 )));
@@ -56,6 +59,7 @@ impl Guard {
         {
             let origin = origin.to_str().unwrap_or("");
             if !origin_allowed(origin, &self.allowed_origins) {
+                let origin = crate::telemetry::spans::bounded(origin);
                 return Err(ApiError::Forbidden(format!(
                     "Origin '{origin}' is not in server.allowed_origins"
                 )));
@@ -211,6 +215,14 @@ mod tests {
         assert!(
             admits(&g, Method::GET, &[]).is_ok(),
             "no Origin: not a browser"
+        );
+        // The refusal is logged before authentication: it cannot carry a huge header.
+        let huge = format!("https://{}.example", "a".repeat(100_000));
+        let refused = admits(&g, Method::GET, &[("origin", &huge)]).unwrap_err();
+        assert!(
+            refused.to_string().len() < 400,
+            "{}",
+            refused.to_string().len()
         );
     }
 

@@ -52,7 +52,7 @@ pub async fn trace_request(request: Request, next: Next) -> Response {
         otel.name = %name,
         otel.kind = "server",
         "http.request.method" = %method,
-        "url.path" = %path,
+        "url.path" = super::spans::bounded(path),
         "http.route" = route,
         "http.response.status_code" = Empty,
         otel.status_code = Empty,

@@ -74,7 +74,8 @@ pub fn within<F: Future>(
     work
 }
 
-/// At most 256 bytes of a caller-chosen text (an unknown tool key) for an attribute.
+/// At most 256 bytes of a caller-chosen text (an unknown tool key) for a span attribute
+/// or a log field: a caller must not be able to write a body-sized line into the logs.
 pub fn bounded(text: &str) -> &str {
     let mut end = text.len().min(256);
     while !text.is_char_boundary(end) {
