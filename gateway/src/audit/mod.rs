@@ -161,11 +161,7 @@ impl AuditEvent {
     /// The tool key a caller asked for, cut to [`MAX_TOOL_BYTES`] (it is the caller's
     /// text until it is found in the catalog).
     pub fn set_tool(&mut self, key: &str) {
-        let mut end = key.len().min(MAX_TOOL_BYTES);
-        while !key.is_char_boundary(end) {
-            end -= 1;
-        }
-        self.tool = Some(key[..end].to_string());
+        self.tool = Some(crate::telemetry::spans::cut(key, MAX_TOOL_BYTES).to_string());
     }
 
     /// The call ended: its outcome and how long it took.

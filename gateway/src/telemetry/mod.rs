@@ -11,9 +11,12 @@
 //! tracing on, log lines inside a span carry its `trace_id` and `span_id`
 //! ([`log_ids`]). Log lines are not exported as span events.
 //!
+//! Every line is bounded in length ([`bounded_lines`]), whatever a library puts in it.
+//!
 //! Not here: what turns export on (settled in `config/otel.rs`); audit events, which are
 //! not log lines and have sinks of their own ([`crate::audit`]).
 
+pub mod bounded_lines;
 pub mod http;
 pub mod spans;
 
@@ -69,7 +72,20 @@ pub fn init(
     tracing: &TracingSettings,
     runtime: &tokio::runtime::Handle,
 ) -> Result<Telemetry, TelemetryError> {
-    let (layers, telemetry) = layers(format, tracing, runtime, std::io::stderr)?;
+    init_writing_to(format, tracing, runtime, std::io::stderr)
+}
+
+/// [`init`] with the log written to `writer` (a test reads what the gateway logs).
+pub fn init_writing_to<W>(
+    format: LogFormat,
+    tracing: &TracingSettings,
+    runtime: &tokio::runtime::Handle,
+    writer: W,
+) -> Result<Telemetry, TelemetryError>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let (layers, telemetry) = layers(format, tracing, runtime, writer)?;
     tracing_subscriber::registry()
         .with(layers)
         .try_init()
@@ -132,6 +148,7 @@ where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
     use std::io::IsTerminal;
+    let writer = bounded_lines::BoundedLines::new(writer, matches!(format, LogFormat::Json));
     let layer = tracing_subscriber::fmt::layer().with_writer(writer);
     let _ = with_ids;
     match format {

@@ -77,7 +77,12 @@ pub fn within<F: Future>(
 /// At most 256 bytes of a caller-chosen text (an unknown tool key) for a span attribute
 /// or a log field: a caller must not be able to write a body-sized line into the logs.
 pub fn bounded(text: &str) -> &str {
-    let mut end = text.len().min(256);
+    cut(text, 256)
+}
+
+/// The longest start of `text` that fits in `max` bytes and ends on a character boundary.
+pub fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
