@@ -12,8 +12,8 @@
 #     apt sources (cached in $MCC_IMAGES_CACHE, default ~/.cache/mcc-images), with the apt
 #     settings of Debian's official images (no apt caches left in layers), and imported
 #     as docker.io/library/debian:bookworm-slim, the Dockerfiles' base;
-#  3. each binary from $CARGO_TARGET_DIR/$MCC_PROFILE (default ~/.cache/mcc-target/debug)
-#     stripped into a staging directory, which is the build context of the Dockerfile's
+#  3. each binary from $CARGO_TARGET_DIR/$MCC_PROFILE (default ~/.cache/mcc-target/debug;
+#     the gateway from $MCC_GATEWAY_BINARY when set) stripped into a staging directory, which is the build context of the Dockerfile's
 #     `local` target (the same `runtime` stage as the CI image, minus the Rust build);
 #     except mcc-executor, which this script builds itself as CI's Dockerfile does:
 #     release, statically linked (RUSTFLAGS=-C target-feature=+crt-static, --target
@@ -133,6 +133,8 @@ stage_context() { # name -> prints the build context directory
     bin=$(binary_of "$name")
     if [ "$name" = executor ]; then
         src=$(static_executor)
+    elif [ "$name" = gateway ] && [ -n "${MCC_GATEWAY_BINARY:-}" ]; then
+        src=$MCC_GATEWAY_BINARY # e.g. scripts/pgo-build.sh's
     else
         src=$target_dir/$profile/$bin
     fi
