@@ -3,7 +3,7 @@
 #
 #   scripts/pgo-build.sh        # prints the path of the optimized binary
 #
-# On 2 cores it costs two release builds (~20 min each) and a training run of seconds; the
+# On 2 cores it costs two release builds (~30 min for both) and a training run of seconds; the
 # gateway it gives spends about a third less CPU per `execute` and answers ~9% sooner than
 # the plain release build (gateway/benches/RESULTS-execute-floor.md, run 10). Steps:
 #  1. llvm-profdata from rustup's llvm-tools component (added when missing: it must match
