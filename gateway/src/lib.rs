@@ -36,6 +36,7 @@ pub mod search;
 pub mod session;
 pub mod sse_coalesce;
 pub mod telemetry;
-#[cfg(test)]
-mod test_writer;
+// For the crate's tests and its integration tests alike (one capturing writer).
+#[doc(hidden)]
+pub mod test_writer;
 pub mod tls;

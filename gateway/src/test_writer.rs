@@ -1,10 +1,11 @@
-//! A writer the tests read back: what the log or an audit sink wrote, as lines.
+//! A writer tests read back: what the log or an audit sink wrote, as lines. Used by the
+//! crate's own tests and by its integration tests (`gateway/tests/abuse_logs.rs`).
 
 use std::sync::{Arc, Mutex};
 
 /// Everything written to it (clones share the buffer).
 #[derive(Clone, Default)]
-pub(crate) struct Captured(Arc<Mutex<Vec<u8>>>);
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -17,7 +18,7 @@ impl std::io::Write for Captured {
 }
 
 impl Captured {
-    pub(crate) fn lines(&self) -> Vec<String> {
+    pub fn lines(&self) -> Vec<String> {
         let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
         text.lines().map(str::to_string).collect()
     }

@@ -6,32 +6,10 @@
 
 mod mcp_support;
 
-use std::sync::{Arc, Mutex};
-
+use mcc_gateway::test_writer::Captured;
 use mcp_support::*;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
-
-/// The log, as written (clones share it).
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Log {
-    type Writer = Log;
-    fn make_writer(&'a self) -> Log {
-        self.clone()
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn caller_chosen_names_reach_the_log_bounded() {
@@ -39,12 +17,13 @@ async fn caller_chosen_names_reach_the_log_bounded() {
         eprintln!("SKIPPED: MCC_LOG is set; this test reads the default log filter's lines");
         return;
     }
-    let log = Log::default();
+    let log = Captured::default();
+    let writer = log.clone();
     let _telemetry = mcc_gateway::telemetry::init_writing_to(
         mcc_gateway::config::LogFormat::Text,
         &mcc_gateway::config::TracingSettings::default(),
         &tokio::runtime::Handle::current(),
-        log.clone(),
+        move || writer.clone(),
     )
     .unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -100,8 +79,8 @@ async fn caller_chosen_names_reach_the_log_bounded() {
     }
     server.stop().await;
 
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines = log.lines();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
     let named = |what: &str| lines.iter().any(|l| l.contains(what) && l.contains("kkkk"));
     assert!(named("execute: unknown tool"), "{lines:?}");
     assert!(named("execute completed"), "{lines:?}");
