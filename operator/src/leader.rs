@@ -6,6 +6,11 @@
 //! the Lease at the resourceVersion just read, so two replicas racing for it cannot both
 //! win (the loser gets 409 Conflict). A leader that cannot renew within the lease
 //! duration stops: the process exits and its replacement starts as a follower.
+//!
+//! The leader renews from a thread of its own ([`hold_on_own_thread`]): a publish cycle
+//! keeps the runtime's workers busy (assembly and compression are synchronous), and a
+//! renewal starved for a lease duration hands the Lease to a follower mid-publish (seen
+//! on a real API server with 300 Tools applied at once: e2e/cluster).
 
 use std::time::Duration;
 
@@ -113,6 +118,43 @@ impl LeaderElector {
             }
         }
     }
+}
+
+/// Renews the Lease (as [`LeaderElector::hold`]) on a new thread with a runtime and a
+/// client of its own, so that no work on the caller's runtime can delay a renewal. The
+/// receiver completes when this replica stops holding the Lease.
+pub fn hold_on_own_thread(
+    config: kube::Config,
+    namespace: &str,
+    name: &str,
+    identity: &str,
+    duration: Duration,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let (lost, lost_rx) = tokio::sync::oneshot::channel();
+    let (namespace, name, identity) = (
+        namespace.to_string(),
+        name.to_string(),
+        identity.to_string(),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("leader-lease".to_string())
+        .spawn(move || {
+            runtime.block_on(async {
+                match Client::try_from(config) {
+                    Ok(client) => {
+                        LeaderElector::new(client, &namespace, &name, &identity, duration)
+                            .hold()
+                            .await
+                    }
+                    Err(e) => tracing::error!(error = %e, "cannot make the Lease's client"),
+                }
+            });
+            let _ = lost.send(());
+        })?;
+    Ok(lost_rx)
 }
 
 fn conflict_is_false(r: std::result::Result<Lease, kube::Error>) -> Result<bool> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use kube::Client;
-use mcc_operator::leader::LeaderElector;
+use mcc_operator::leader::{self, LeaderElector};
 use mcc_operator::manifests::{ConvertOptions, convert};
 use mcc_operator::metrics::{self, Metrics};
 use mcc_operator::runner::{self, RunSettings};
@@ -141,9 +141,10 @@ fn run_convert(opts: ConvertOptions) -> anyhow::Result<()> {
 async fn run(args: RunArgs) -> anyhow::Result<()> {
     // Settings first: a bad value stops here, before anything touches the cluster.
     let tenancy = args.tenancy.parse()?;
-    let client = Client::try_default()
+    let config = kube::Config::infer()
         .await
-        .context("cannot reach the Kubernetes API")?;
+        .context("cannot find Kubernetes credentials (in-cluster or kubeconfig)")?;
+    let client = Client::try_from(config.clone()).context("cannot reach the Kubernetes API")?;
     let namespace = args
         .namespace
         .unwrap_or_else(|| client.default_namespace().to_string());
@@ -164,16 +165,20 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let identity = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("mcc-operator-{}", std::process::id()));
+    let lease_duration = Duration::from_secs(args.lease_seconds.max(3));
     let elector = LeaderElector::new(
         client.clone(),
         &namespace,
         &args.lease,
         &identity,
-        Duration::from_secs(args.lease_seconds.max(3)),
+        lease_duration,
     );
     tracing::info!(%identity, lease = %args.lease, "waiting for leadership");
     elector.acquire().await;
     tracing::info!(%identity, "leading: starting controllers");
+    let lease_lost =
+        leader::hold_on_own_thread(config, &namespace, &args.lease, &identity, lease_duration)
+            .context("cannot start the thread that renews the Lease")?;
 
     let settings = RunSettings {
         publish: runner::settings(
@@ -186,7 +191,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     tokio::select! {
         r = runner::run(client, metrics, settings) => r.context("the controllers stopped"),
-        _ = elector.hold() => anyhow::bail!("lost the leader Lease; exiting so a new leader takes over"),
+        _ = lease_lost => anyhow::bail!("lost the leader Lease; exiting so a new leader takes over"),
         _ = tokio::signal::ctrl_c() => {
             tracing::info!("interrupted; stopping");
             Ok(())

@@ -36,6 +36,18 @@ carry the namespace (the same release name in two namespaces never collides).
 {{- .Values.operator.catalogConfigMap | default (printf "%s-catalog" (include "mcc.fullname" .)) }}
 {{- end }}
 
+{{- /* The names a shard of the catalog can have, as a YAML list: `<catalog>-shard-<a|b>-<n>`,
+n below 16 (mcc_catalog::shards::all_shard_names; e2e/cluster proves the two agree on a
+real API server). Fixed names, so RBAC grants them by name. */}}
+{{- define "mcc.catalogShardNames" -}}
+{{- $catalog := include "mcc.catalogConfigMap" . }}
+{{- range $slot := list "a" "b" }}
+{{- range $n := until 16 }}
+- {{ printf "%s-shard-%s-%d" $catalog $slot $n | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{- define "mcc.gateway.serviceAccountName" -}}
 {{- if .Values.gateway.serviceAccount.create }}
 {{- .Values.gateway.serviceAccount.name | default (include "mcc.gateway.fullname" .) }}

@@ -8,11 +8,16 @@
 //! complete previous set or the complete new one; a failure half-way leaves the previous
 //! index and its shards untouched (the next cycle writes again: the hash still differs).
 //! A shard that could not be deleted is retried at the next cycle.
+//!
+//! Shards are owned by the catalog ConfigMap (an owner reference to the uid this writer
+//! last saw it with), so deleting the catalog (e.g. `helm uninstall`: the chart creates
+//! it) lets the garbage collector delete its shards too.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use mcc_catalog::document::{
@@ -42,6 +47,8 @@ pub struct CatalogPublisher {
     stale: Vec<String>,
     /// Most shards a catalog may take ([`shards::MAX_SHARDS`]; lower in tests).
     pub(super) max_shards: usize,
+    /// The catalog ConfigMap's uid as last read or written: the owner of the shards.
+    catalog_uid: Option<String>,
 }
 
 impl CatalogPublisher {
@@ -54,6 +61,7 @@ impl CatalogPublisher {
             current: None,
             stale: Vec::new(),
             max_shards: shards::MAX_SHARDS,
+            catalog_uid: None,
         }
     }
 
@@ -61,6 +69,7 @@ impl CatalogPublisher {
     /// restart rewrites nothing and later writes delete the right shards.
     pub async fn load_last(&mut self) -> Result<()> {
         let existing = self.api.get_opt(&self.name).await.map_err(Error::Kube)?;
+        self.catalog_uid = existing.as_ref().and_then(|cm| cm.uid());
         self.last_hash = existing
             .as_ref()
             .and_then(|cm| cm.annotations().get(HASH_ANNOTATION).cloned());
@@ -124,7 +133,9 @@ impl CatalogPublisher {
                     (self.index(&index)?, Some((index.slot, names)), bytes)
                 }
             };
-        self.apply(&self.name.clone(), &index).await?;
+        let written = self.apply(&self.name.clone(), &index).await?;
+        let owner_changed = shard_names.is_some() && written.uid() != self.catalog_uid;
+        self.catalog_uid = written.uid();
         let shard_count = shard_names.as_ref().map_or(0, |(_, n)| n.len());
         tracing::info!(%hash, tools = doc.tools.len(), users = doc.users.len(), shards = shard_count, bytes, "published the catalog");
         metrics.publishes.inc();
@@ -140,7 +151,9 @@ impl CatalogPublisher {
             .map(|(_, n)| n.clone())
             .unwrap_or_default();
         self.stale.retain(|n| !keep.contains(n));
-        self.last_hash = Some(hash);
+        // Shards owned by a catalog uid that is gone (the ConfigMap was deleted and made
+        // anew) would be collected: the next cycle writes them again, owned by this one.
+        self.last_hash = (!owner_changed).then_some(hash);
         self.delete_stale().await;
         Ok(true)
     }
@@ -161,7 +174,7 @@ impl CatalogPublisher {
         self.stale = failed;
     }
 
-    async fn apply(&self, name: &str, cm: &ConfigMap) -> Result<()> {
+    async fn apply(&self, name: &str, cm: &ConfigMap) -> Result<ConfigMap> {
         self.api
             .patch(
                 name,
@@ -169,8 +182,7 @@ impl CatalogPublisher {
                 &Patch::Apply(cm),
             )
             .await
-            .map_err(Error::Kube)?;
-        Ok(())
+            .map_err(Error::Kube)
     }
 
     fn meta(&self, name: &str, annotations: BTreeMap<String, String>) -> ObjectMeta {
@@ -241,6 +253,15 @@ impl CatalogPublisher {
         if let Some(labels) = meta.labels.as_mut() {
             labels.insert(SHARD_OF_LABEL.to_string(), self.name.clone());
         }
+        meta.owner_references = self.catalog_uid.as_ref().map(|uid| {
+            vec![OwnerReference {
+                api_version: "v1".to_string(),
+                kind: "ConfigMap".to_string(),
+                name: self.name.clone(),
+                uid: uid.clone(),
+                ..Default::default()
+            }]
+        });
         ConfigMap {
             metadata: meta,
             binary_data: Some(BTreeMap::from([(PART_KEY.to_string(), ByteString(part))])),

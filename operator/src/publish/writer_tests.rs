@@ -261,3 +261,49 @@ async fn a_failed_shard_write_leaves_the_index_alone() {
     );
     assert!(r.unwrap());
 }
+
+/// Shards are owned by the catalog ConfigMap (so `helm uninstall`, which deletes it,
+/// takes them along): a catalog written before its uid was known is written again, owned.
+#[tokio::test]
+async fn shards_are_owned_by_the_catalog_configmap() {
+    let (client, mut api) = ApiServerVerifier::new();
+    let metrics = Metrics::default();
+    let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
+    let doc = document(2500, 3);
+    // Answers a sharded publish with the index's uid; returns the shards' owner uids.
+    async fn answer(api: &mut ApiServerVerifier) -> Vec<Value> {
+        let mut owners = Vec::new();
+        loop {
+            let seen = api
+                .expect_any_path("PATCH", |seen| {
+                    let mut body = seen.body.clone();
+                    body["metadata"]["uid"] = json!("catalog-uid-1");
+                    (200, body)
+                })
+                .await;
+            if seen.path.ends_with("/mcc-catalog") {
+                return owners;
+            }
+            owners.push(seen.body["metadata"]["ownerReferences"][0]["uid"].clone());
+        }
+    }
+    let (r, owners) = tokio::join!(publisher.publish(&doc, &metrics), answer(&mut api));
+    assert!(r.unwrap());
+    assert!(owners.iter().all(Value::is_null), "{owners:?}");
+    // The same document again: rewritten (slot b), every shard owned by the catalog.
+    let rewrite = async {
+        let owners = answer(&mut api).await;
+        for _ in 0..owners.len() {
+            api.expect_any_path("DELETE", |_| (200, json!({}))).await;
+        }
+        owners
+    };
+    let (r, owners) = tokio::join!(publisher.publish(&doc, &metrics), rewrite);
+    assert!(r.unwrap());
+    assert!(
+        !owners.is_empty() && owners.iter().all(|u| u == "catalog-uid-1"),
+        "{owners:?}"
+    );
+    let (r, ()) = tokio::join!(publisher.publish(&doc, &metrics), api.expect_nothing());
+    assert!(!r.unwrap(), "owned and unchanged: nothing to write");
+}
