@@ -23,6 +23,9 @@
 # SKIP_OPERATOR_INSTALL=1 the running operator must allow both (every example Tool must
 # be Ready). MCC_E2E_SKIP_PODS=1 skips running Pods (the example pod Tools must still be
 # Ready).
+# MCC_E2E_OPERATOR=local runs the operator here instead (built with cargo, the current
+# kubeconfig's credentials), for a control plane without nodes (e2e/cluster/run.sh runs
+# this script that way, with MCC_E2E_SKIP_PODS=1).
 # Skips (exit 0, with a message) when no cluster is reachable.
 set -euo pipefail
 
@@ -54,7 +57,20 @@ step "installing the CRDs"
 kubectl apply --server-side -f crds/
 kubectl wait --for condition=Established --timeout=60s crd/tools.mcc.dev crd/usergrants.mcc.dev
 
-if [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
+bin="${CARGO_TARGET_DIR:-target}/debug"
+if [ "${MCC_E2E_OPERATOR:-}" = local ]; then
+  step "running the operator here"
+  kubectl create namespace "$NS_OP" --dry-run=client -o yaml | kubectl apply -f -
+  cargo build -q -p mcc-operator
+  pod_namespaces=$NS_TOOLS
+  [ -z "$PODS" ] || pod_namespaces="$NS_TOOLS,$NS_PODS"
+  MCC_OPERATOR_NAMESPACE=$NS_OP MCC_POD_NAMESPACES=$pod_namespaces POD_NAME=e2e-k8s-operator \
+    MCC_METRICS_ADDR=127.0.0.1:${MCC_E2E_OPERATOR_METRICS_PORT:-18091} \
+    "$bin/mcc-operator" run >/tmp/mcc-e2e-operator.log 2>&1 &
+  pids+=($!)
+elif [ -z "${SKIP_OPERATOR_INSTALL:-}" ]; then
   step "installing the operator"
   kubectl create namespace "$NS_OP" --dry-run=client -o yaml | kubectl apply -f -
   if [ -n "${MCC_OPERATOR_IMAGE:-}" ]; then
@@ -159,11 +175,10 @@ step "a gateway serves the published catalog (run here, out of cluster, with ali
 port=${MCC_E2E_GATEWAY_PORT:-18080}
 key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey}' | base64 -d)
 cargo build -q -p mcc-gateway -p mcc-executor
-bin="${CARGO_TARGET_DIR:-target}/debug"
 # Kubernetes mode runs tools in the executor (in a pod: the gateway pod's second container).
 socket="@mcc-e2e-k8s-$$"
 "$bin/mcc-executor" serve --socket "$socket" >/tmp/mcc-e2e-executor.log 2>&1 &
-executor=$!
+pids+=($!)
 pod_env=()
 if [ -n "$PODS" ]; then
   pod_env=(MCC_EXECUTION__POD__ENABLED=true POD_NAME=e2e-k8s-gateway
@@ -174,8 +189,7 @@ fi
 env "${pod_env[@]}" MCC_CATALOG__SOURCE=kubernetes MCC_CATALOG__NAMESPACE="$NS_OP" MCC_AUTH=api_key \
   MCC_EXECUTION__EXECUTOR_SOCKET="$socket" \
   MCC_SERVER__PORT="$port" "$bin/mcc-gateway" serve >/tmp/mcc-e2e-gateway.log 2>&1 &
-gateway=$!
-trap 'kill $gateway $executor 2>/dev/null || true' EXIT
+pids+=($!)
 deadline=$((SECONDS + TIMEOUT))
 until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
   [ $SECONDS -lt $deadline ] || fail "the gateway never became ready: $(tail -5 /tmp/mcc-e2e-gateway.log)"
@@ -204,7 +218,7 @@ if [ -n "$PODS" ]; then
   # Every Pod object the calls create, as the API server stores it.
   kubectl -n "$NS_PODS" get pods -w -o json >/tmp/mcc-e2e-pods-watch.json 2>/dev/null &
   watcher=$!
-  trap 'kill $gateway $executor $watcher 2>/dev/null || true' EXIT
+  pids+=($watcher)
   sleep 1
   out=$(mcp tools/call "{\"name\":\"execute\",\"arguments\":{\"key\":\"public.pod_shell\",\"params\":{\"word\":\"$marker\"}}}" "$sid") \
     || fail "execute public.pod_shell was refused: $(tail -5 /tmp/mcc-e2e-gateway.log)"
@@ -228,6 +242,4 @@ if [ -n "$PODS" ]; then
     sleep 2
   done
 fi
-kill $gateway
-
 echo "PASS: operator and gateway e2e"
