@@ -10,7 +10,7 @@ import time
 
 import yaml
 
-from e2e import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant,
+from harness import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant,
                  http, mcp, tool)
 from hostpod import wait_for
 
