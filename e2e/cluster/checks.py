@@ -10,8 +10,8 @@ import time
 
 import yaml
 
-from harness import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant,
-                 http, mcp, tool)
+from harness import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant, http,
+                     mcp, tool)
 from hostpod import wait_for
 
 EXAMPLES = os.path.join(REPO, "examples", "k8s")
@@ -45,6 +45,8 @@ def chart_objects(c):
                            ("poddisruptionbudget", f"{RELEASE}-gateway", NS),
                            ("horizontalpodautoscaler", f"{RELEASE}-gateway", NS),
                            ("clusterrole", f"{RELEASE}-{NS}-operator", None),
+                           ("role", f"{RELEASE}-{NS}-gateway", PODS_NS),  # scope: namespaces
+                           ("configmap", CATALOG, NS), ("lease", f"{RELEASE}-operator", NS),
                            ("crd", "tools.mcc.dev", None), ("crd", "usergrants.mcc.dev", None)]:
         c.check(f"helm install created {kind} {name}", c.kube.get(kind, name, ns, check=False) is not None)
 
@@ -235,12 +237,18 @@ def pod_runtime(c):
     sel = "app.kubernetes.io/managed-by=mcc-gateway"
     pods, _ = wait_for(lambda: c.kube.items("pods", PODS_NS, sel), 10, 0.2)
     c.check("the call's Pod is created (admitted under Pod Security `restricted`)", bool(pods))
+    # ... which the namespace does enforce: a Pod without the restricted settings is refused.
+    plain = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plain", "namespace": PODS_NS},
+             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    proc = c.kube.apply([plain], check=False)
+    c.check("... which the namespace enforces: a Pod without those settings is refused",
+            proc.returncode != 0 and "violates PodSecurity" in proc.stderr, proc.stderr.strip()[-200:])
     if pods:
         pod = pods[0]
         golden = yaml.safe_load(open(os.path.join(REPO, "gateway/src/kube/pods/golden/exec.yaml")))
-        same = compare_to_golden(golden, pod)
+        diffs = compare_to_golden(golden, pod)
         c.check("the Pod is as the golden file says (labels, security context, containers, volumes)",
-                not same, "; ".join(same))
+                not diffs, "; ".join(diffs))
         secret_name = next(v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v)
         c.check("the call's input Secret exists while the call runs",
                 c.kube.get("secret", secret_name, PODS_NS, check=False) is not None)
