@@ -379,16 +379,34 @@ def leader_election(c):
 
 
 def upgrade_and_uninstall(c, helm, values):
-    """`helm upgrade` with a changed value, then `helm uninstall`: nothing is left but the
-    CRDs (kept on purpose, with the Tools and UserGrants in them)."""
+    """`helm upgrade` with changed values, then `helm uninstall`: nothing is left but the
+    CRDs (kept on purpose, with the Tools and UserGrants in them).
+
+    The upgrade also takes the release namespace out of the gateway's referenced
+    namespaces: until then its Role there (`get` on every ConfigMap) hid whether the
+    shard rule alone lets a gateway read a sharded catalog. A gateway started after the
+    upgrade must."""
     c.stop_all()
     base = [helm, "--kubeconfig", c.args.kubeconfig, "-n", NS]
+    others = ",".join([PODS_NS, *BULK_NS])
     proc = subprocess.run(base + ["upgrade", RELEASE, os.path.join(REPO, "charts/mcc"), "-f", values,
-                                  "--set", "gateway.logLevel=debug"], capture_output=True, text=True)
-    c.check("helm upgrade with a changed value", proc.returncode == 0, proc.stderr[-300:])
+                                  "--set", "gateway.logLevel=debug",
+                                  "--set", f"gateway.rbac.referencedObjects.namespaces={{{others}}}"],
+                          capture_output=True, text=True)
+    c.check("helm upgrade with changed values", proc.returncode == 0, proc.stderr[-300:])
     env = {e["name"]: e.get("value") for e in c.kube.get("deployment", f"{RELEASE}-gateway", NS)
            ["spec"]["template"]["spec"]["containers"][0]["env"]}
-    c.check("... the gateway Deployment carries it (MCC_LOG=debug)", env.get("MCC_LOG") == "debug", env.get("MCC_LOG"))
+    c.check("... the gateway Deployment carries them (MCC_LOG=debug)", env.get("MCC_LOG") == "debug", env.get("MCC_LOG"))
+    gw = f"system:serviceaccount:{NS}:{RELEASE}-gateway"
+    for verb, want in [(f"configmaps/{CATALOG}-shard-a-1", "yes"), ("configmaps/ops-settings", "no")]:
+        got = c.kube.run("auth", "can-i", "--as", gw, "get", verb, "-n", NS, check=False).stdout.strip()
+        c.check(f"after the upgrade: can-i {RELEASE}-gateway get {verb} -n {NS} -> {want}", got == want, got)
+    _, base_url = c.start_gateway(3)
+    n = c.args.bulk_tools
+    served, _ = wait_for(lambda: http(f"{base_url}/v1/tools/public.bulk_{n - 1}", c.alice_key)[0] == 200, 60, 0.3)
+    c.check("a gateway started after the upgrade reads the sharded catalog through the shard rule alone",
+            bool(served), c.gateways[-1][0].log_tail(5))
+    c.stop_all()
     proc = subprocess.run(base + ["uninstall", RELEASE, "--wait", "--timeout", "120s"], capture_output=True, text=True)
     c.check("helm uninstall", proc.returncode == 0, proc.stderr[-300:])
 

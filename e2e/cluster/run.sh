@@ -44,7 +44,8 @@ work=$MCC_CLUSTER_DIR/e2e
 mkdir -p "$work"
 rc=0
 "$python" e2e/cluster/e2e.py --kubeconfig "$KUBECONFIG" --bin "$target/debug" --workdir "$work" \
-  --redis-url "$redis_url" --helm "$HELM" --values e2e/cluster/values.yaml || rc=$?
+  --redis-url "$redis_url" --helm "$HELM" --values e2e/cluster/values.yaml \
+  --port-base "${MCC_E2E_PORT_BASE:-18700}" || rc=$?
 
 # e2e/k8s.sh on the same control plane, on a clean slate (its operator runs here too: no
 # node runs the operator's Deployment; its pod-runtime part needs nodes, issue 31).
