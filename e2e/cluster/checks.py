@@ -361,6 +361,11 @@ def leader_election(c):
     c.check(f"one operator holds the Lease ({holder})", leader is not None, holder)
     if leader is None:
         return
+    # The chart's empty Lease is taken once (transitions 1); a leader starved of its
+    # renewals during the bulk publish would have lost it (and exited).
+    transitions = lease["spec"].get("leaseTransitions")
+    c.check("no leader change while the bulk Tools were published (both replicas up, leaseTransitions 1)",
+            transitions == 1 and all(o.alive() for o in c.operators), f"leaseTransitions {transitions}")
     before = c.catalog_text()
     leader.stop(signal.SIGKILL)
     start = time.monotonic()
