@@ -1,5 +1,6 @@
 """The checks of the cluster e2e, in the order they run (e2e.py runs `run`). Each step
 prints its own lines through `cluster.check`; a step that cannot go on raises."""
+import base64
 import json
 import os
 import secrets
@@ -250,8 +251,11 @@ def pod_runtime(c):
         c.check("the Pod is as the golden file says (labels, security context, containers, volumes)",
                 not diffs, "; ".join(diffs))
         secret_name = next(v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v)
-        c.check("the call's input Secret exists while the call runs",
-                c.kube.get("secret", secret_name, PODS_NS, check=False) is not None)
+        secret = c.kube.get("secret", secret_name, PODS_NS, check=False)
+        c.check("the call's input Secret exists while the call runs", secret is not None)
+        held = "".join(base64.b64decode(v).decode(errors="replace") for v in ((secret or {}).get("data") or {}).values())
+        c.check("... holding no passthrough value the Tool does not admit",
+                bool(held) and "not-for-tools-that-do-not-ask" not in held)
     t.join(70)
     status, body = result.get("r", (0, "no answer"))
     c.check("the call ends at its timeout with an error naming why (no node to schedule the Pod)",

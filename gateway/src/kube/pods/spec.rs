@@ -166,11 +166,19 @@ pub fn labels(call: &CallLabels, settings: &PodSettings) -> BTreeMap<String, Str
 
 /// The Secret's content for `request`: the call as the runner reads it, with the pod
 /// runtime's environment rules set (the references arrive in the Pod's environment;
-/// passthrough reads [`PodSettings::passthrough_env`], never the tool container's).
+/// passthrough reads [`PodSettings::passthrough_env`], never the tool container's). Of
+/// that environment only what the Tool's `envPassthrough` admits is written: the Secret
+/// is the tool's to read, whatever its process is given.
 pub fn input(request: &Request, settings: &PodSettings) -> Result<Vec<u8>, String> {
     let mut request = request.clone();
     request.env.references_in_env = true;
-    request.env.passthrough_from = Some(settings.passthrough_env.clone());
+    let admitted = settings
+        .passthrough_env
+        .iter()
+        .filter(|(name, _)| request.env.passthrough.admits(name))
+        .cloned()
+        .collect();
+    request.env.passthrough_from = Some(admitted);
     PodInput::encode(&request)
 }
 

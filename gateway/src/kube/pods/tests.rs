@@ -26,7 +26,10 @@ pub(super) fn settings() -> PodSettings {
         runner_image: "registry.x/mcc-executor:1".into(),
         replica: "gw-0".into(),
         instance: "mcc".into(),
-        passthrough_env: vec![("LANG".into(), "C.UTF-8".into())],
+        passthrough_env: vec![
+            ("LANG".into(), "C.UTF-8".into()),
+            ("DEPLOY_TOKEN".into(), "s3cr3t".into()),
+        ],
         max_per_tool: 4,
         sweep_grace: Duration::from_secs(60),
     }
@@ -241,7 +244,8 @@ fn result_line(finished: Finished) -> Vec<u8> {
 async fn success_reads_the_result_line_and_deletes_the_pod() {
     let (runtime, mut fake) = runtime();
     let refs = refs(None);
-    let request = request(30_000);
+    let mut request = request(30_000);
+    request.env.passthrough = mcc_catalog::EnvPassthrough::Globs(vec!["LANG".into()]);
     let server = async {
         let (name, created) = fake.create_pod().await;
         let meta = &created.body["metadata"];
@@ -256,6 +260,7 @@ async fn success_reads_the_result_line_and_deletes_the_pod() {
         let input = fake.create_secret(&name).await;
         assert_eq!(input.args, ["-c", "echo hi"]);
         assert!(input.env.references_in_env);
+        // Only what the Tool's envPassthrough admits travels in the Secret the tool reads.
         assert_eq!(
             input.env.passthrough_from,
             Some(vec![("LANG".to_string(), "C.UTF-8".to_string())])
