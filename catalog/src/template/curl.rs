@@ -17,7 +17,8 @@
 //!   quotes: its `'` spliced as `'"'"'`; in double quotes: closed, single-quoted,
 //!   reopened). A list with `| quote`, bare, still gives one word per item, as in MCC.
 //! - where no quoting is safe (inside `$(…)`, backticks, `${…}`, after `\`, in a comment,
-//!   after `<<`): the render fails and nothing runs.
+//!   after `<<`, inside a `$'…'` word, whose escapes bash and busybox expand): the render
+//!   fails and nothing runs.
 //!
 //! The author's own text is left as written, so `$API_TOKEN`, flags and pipes in a
 //! flag-style target keep working under `/bin/sh -c`. A benign value (a word of letters,
@@ -174,6 +175,8 @@ enum Quote {
     Bare,
     Single,
     Double,
+    /// `$'…'`: bash and busybox expand its backslash escapes (`\'` does not end it).
+    AnsiC,
 }
 
 /// A command substitution or parameter expansion the reader is inside of.
@@ -286,6 +289,17 @@ impl<'a> Placer<'a> {
                 }
                 1
             }
+            Quote::AnsiC => match (c, next) {
+                ('\\', Some(n)) => {
+                    self.out.push(n);
+                    2
+                }
+                ('\'', _) => {
+                    self.set_quote(Quote::Bare);
+                    1
+                }
+                _ => 1,
+            },
             Quote::Double => match (c, next) {
                 ('\\', Some(n)) => {
                     self.out.push(n);
@@ -307,6 +321,12 @@ impl<'a> Placer<'a> {
                         self.word.push(n);
                         self.in_word = true;
                     }
+                    2
+                }
+                ('$', Some('\'')) => {
+                    self.out.push('\'');
+                    self.set_quote(Quote::AnsiC);
+                    self.in_word |= top;
                     2
                 }
                 ('\'', _) | ('"', _) => {
@@ -444,6 +464,11 @@ impl<'a> Placer<'a> {
                 self.out.push('"');
                 self.out.push_str(&shell_quote_always(&text));
                 self.out.push('"');
+            }
+            (Quote::AnsiC, _) => {
+                return Err(refuse(
+                    "a value inside a $'…' word cannot be placed safely in a curl command (its escapes are expanded)",
+                ));
             }
         }
         self.word.push_str(&text);

@@ -120,6 +120,9 @@ fn unsafe_positions_are_refused() {
         "curl https://x # {{ v }}",
         "curl https://x --data @- <<EOF\n{{ v }}\nEOF",
         "{% set b %}{{ v }}{% endset %}curl https://x/{{ b }}",
+        // bash and busybox expand `$'…'`: `\x27` would end the quoting a value relies on.
+        "curl -H $'X: {{ v }}' https://x",
+        "curl -H $'a\\'{{ v }}' https://x",
     ] {
         let err = run(src, json!({"v": "x"})).unwrap_err();
         assert!(err.to_string().contains("cannot"), "{src}: {err}");
@@ -128,6 +131,14 @@ fn unsafe_positions_are_refused() {
     assert_eq!(
         ok("curl 'https://x/{{ v }}'", json!({"v": "a\0b"})),
         "curl 'https://x/a%00b'"
+    );
+    // Author text in `$'…'` stays as written, and the quoting ends where the shell ends it.
+    assert_eq!(
+        ok(
+            "curl -H $'A:\\tb\\'' {{ v }} https://x",
+            json!({"v": "x y"})
+        ),
+        "curl -H $'A:\\tb\\'' 'x y' https://x"
     );
     // A `#` inside a word is not a comment; text after a nest is placed again.
     assert_eq!(
