@@ -57,5 +57,12 @@ else
   echo "FAIL: e2e/k8s.sh against the control plane -- tail of $work/k8s.sh.log:"; tail -15 "$work/k8s.sh.log"
   rc=1
 fi
-echo "cluster e2e: $(( $(date +%s) - start )) s in all (logs: $work, kept with --keep)"
+if [ $rc -ne 0 ] && ! $keep; then
+  # The state directory goes with down.sh: show what CI cannot look at afterwards.
+  for log in "$work"/*.log "$MCC_CLUSTER_DIR"/logs/*.log; do
+    [ -f "$log" ] || continue
+    echo "--- tail of $log"; tail -n 25 "$log" | cut -c1-400
+  done
+fi
+echo "cluster e2e: $(( $(date +%s) - start )) s in all (logs: $work; kept with --keep)"
 exit $rc
