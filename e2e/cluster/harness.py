@@ -142,9 +142,11 @@ class Cluster:
         return None
 
     def wait_ready(self, kind, name, namespace, timeout=30, status="True"):
-        c, _ = wait_for(lambda: (self.condition(kind, name, namespace) or {}).get("status") == status
-                        and self.condition(kind, name, namespace), timeout, 0.3)
-        return c
+        def reached():
+            cond = self.condition(kind, name, namespace)
+            return cond if cond and cond.get("status") == status else None
+        cond, _ = wait_for(reached, timeout, 0.3)
+        return cond
 
     def catalog_text(self):
         """The published catalog document (joined from shards when sharded) as text."""
