@@ -37,7 +37,8 @@ carry the namespace (the same release name in two namespaces never collides).
 {{- end }}
 
 {{- /* The names a shard of the catalog can have, as a YAML list: `<catalog>-shard-<a|b>-<n>`,
-n below 16 (mcc_catalog::shards::all_shard_names; e2e/cluster proves the two agree on a
+n below 16: the Helm copy of mcc_catalog::shards::all_shard_names (the operator test
+the_charts_shard_names_are_the_writers compares them; e2e/cluster uses them on a
 real API server). Fixed names, so RBAC grants them by name. */}}
 {{- define "mcc.catalogShardNames" -}}
 {{- $catalog := include "mcc.catalogConfigMap" . }}

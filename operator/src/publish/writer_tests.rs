@@ -307,3 +307,31 @@ async fn shards_are_owned_by_the_catalog_configmap() {
     let (r, ()) = tokio::join!(publisher.publish(&doc, &metrics), api.expect_nothing());
     assert!(!r.unwrap(), "owned and unchanged: nothing to write");
 }
+
+/// The chart grants the shard names by name (`mcc.catalogShardNames`, a Helm copy of the
+/// rule): every RBAC rule of the default install that names shards names exactly
+/// [`mcc_catalog::shards::all_shard_names`] (e2e/golden/rbac.yaml is the rendered chart).
+#[test]
+fn the_charts_shard_names_are_the_writers() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/golden/rbac.yaml");
+    let text = std::fs::read_to_string(path).expect("e2e/golden/rbac.yaml");
+    let entries: Vec<Value> = serde_saphyr::from_str(&text).expect("the RBAC golden file");
+    let want = mcc_catalog::shards::all_shard_names("mcc-catalog");
+    let strings =
+        |v: &Value| -> Vec<String> { serde_json::from_value(v.clone()).unwrap_or_default() };
+    // (verbs, names) of each rule that names a shard.
+    let granted: Vec<(String, Vec<String>)> = entries
+        .iter()
+        .flat_map(|e| e["rules"].as_array().cloned().unwrap_or_default())
+        .map(|rule| {
+            (
+                strings(&rule["verbs"]).join(","),
+                strings(&rule["resourceNames"]),
+            )
+        })
+        .filter(|(_, names)| names.iter().any(|n| n.contains("-shard-")))
+        .collect();
+    for (_, names) in &granted {
+        assert_eq!(names, &want);
+    }
+}
