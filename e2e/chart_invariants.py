@@ -9,8 +9,11 @@ uids, probes, grace period), the gateway serving by default (0.0.0.0, Host allow
 the Service's names), Redis whenever more than one replica may run, least-privilege RBAC
 (no list/watch on Secrets, the catalog ConfigMap by name, Pods and Secret creation only with
 the pod runtime,
-usergrants/finalizers for the operator), and NetworkPolicies that keep cloud metadata
-out of reach. Prints one line per file and exits 1 listing every broken promise.
+usergrants/finalizers for the operator), NetworkPolicies that keep the link-local ranges
+and cloud metadata out of reach, send DNS only to the cluster DNS and cover the Pods of
+pod Tools in each pod-runtime namespace, and a /metrics token (issue 32: tools share
+the gateway pod's loopback) held by the gateway container alone. Prints one line per
+file and exits 1 listing every broken promise.
 """
 import sys
 from pathlib import Path
@@ -18,7 +21,11 @@ from pathlib import Path
 import yaml
 
 TOKEN_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-METADATA = {"169.254.169.254/32", "fd00:ec2::254/128"}
+# Never reachable through an allow-all egress rule: link-local (IPv4 holds the metadata
+# services of most clouds) and the metadata addresses outside it.
+METADATA = {"169.254.0.0/16", "100.100.100.200/32", "fe80::/10", "fd00:ec2::254/128", "fd20:ce::254/128"}
+# The labels the gateway gives the Pods of pod Tools (gateway/src/kube/pods/spec.rs).
+POD_TOOL_MANAGED_BY = "mcc-gateway"
 
 
 def component(obj):
@@ -133,6 +140,23 @@ def check_gateway(dep, objs, problems, name):
     if "probe" not in ((ex.get("readinessProbe") or {}).get("exec") or {}).get("command", []):
         say("the executor has no `mcc-executor probe` readiness probe")
 
+    # /metrics: tools reach it over the pod's loopback, so it needs a token (every values
+    # file here keeps gateway.metricsTokenSecret.required), from a Secret, in the gateway
+    # container only.
+    token = env.get("MCC_METRICS__TOKEN")
+    if token is None:
+        say("no MCC_METRICS__TOKEN: local tools can read /metrics over the pod's loopback")
+    else:
+        ref = (token.get("valueFrom") or {}).get("secretKeyRef")
+        if not ref:
+            say("MCC_METRICS__TOKEN is not read from a Secret")
+        for mon in (o for o in objs if o["kind"] == "ServiceMonitor" and component(o) == "gateway"):
+            sent = [e.get("bearerTokenSecret") for e in mon["spec"]["endpoints"]]
+            if sent != [ref] * len(sent):
+                say(f"ServiceMonitor {mon['metadata']['name']} sends {sent}, not the token {ref}")
+    if any(e["name"] == "MCC_METRICS__TOKEN" for e in ex.get("env") or []):
+        say("the executor gets MCC_METRICS__TOKEN")
+
     if value("MCC_CATALOG__SOURCE") == "files":
         path = value("MCC_TOOL_FILES")
         if not path or mounts(gw).get(path) is None or mounts(gw).get(path) != mounts(ex).get(path):
@@ -194,7 +218,10 @@ def check_rbac(objs, problems, name):
 
 
 def check_network(objs, problems, name):
-    for np in (o for o in objs if o["kind"] == "NetworkPolicy"):
+    policies = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    for np in policies:
+        say = lambda msg: problems.append(
+            f"{name}: NetworkPolicy {np['metadata']['namespace']}/{np['metadata']['name']}: {msg}")
         for rule in np["spec"].get("egress") or []:
             for peer in rule.get("to") or []:
                 block = peer.get("ipBlock")
@@ -202,8 +229,33 @@ def check_network(objs, problems, name):
                     kept = set(block.get("except") or [])
                     wanted = {c for c in METADATA if (":" in c) == (":" in block["cidr"])}
                     if not wanted <= kept:
-                        problems.append(f"{name}: NetworkPolicy {np['metadata']['name']}: "
-                                        f"{block['cidr']} without excepting {sorted(wanted - kept)}")
+                        say(f"{block['cidr']} without excepting {sorted(wanted - kept)}")
+            # DNS goes to the cluster DNS only: a port-53 rule without `to` is a channel
+            # to any host on that port.
+            if any(p.get("port") == 53 for p in rule.get("ports") or []) and not rule.get("to"):
+                say("DNS (port 53) to any address")
+    # The Pods of pod Tools: one policy in each namespace the gateway may create them in.
+    gateways = [o for o in objs if o["kind"] == "Deployment" and component(o) == "gateway"]
+    for dep in gateways:
+        env = {e["name"]: e.get("value") for c in dep["spec"]["template"]["spec"]["containers"]
+               for e in c.get("env") or []}
+        if env.get("MCC_EXECUTION__POD__ENABLED") != "true" or not policies:
+            continue
+        instance = env.get("MCC_EXECUTION__POD__INSTANCE")
+        namespaces = [n for n in (env.get("MCC_EXECUTION__POD__NAMESPACES") or "").split(";") if n]
+        if not namespaces:
+            continue  # scope cluster: the chart cannot know them (NOTES.txt says so)
+        for ns in namespaces:
+            mine = [np for np in policies if np["metadata"]["namespace"] == ns
+                    and np["spec"]["podSelector"].get("matchLabels") == {
+                        "app.kubernetes.io/managed-by": POD_TOOL_MANAGED_BY,
+                        "app.kubernetes.io/instance": instance}]
+            if len(mine) != 1:
+                problems.append(f"{name}: {len(mine)} NetworkPolicies select the pod Tools of {instance} in {ns}")
+                continue
+            spec = mine[0]["spec"]
+            if set(spec.get("policyTypes") or []) != {"Ingress", "Egress"} or spec.get("ingress"):
+                problems.append(f"{name}: the pod-Tool NetworkPolicy in {ns} does not deny all ingress")
 
 
 def main(paths):

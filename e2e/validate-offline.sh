@@ -106,6 +106,11 @@ Does not match pattern | gateway.otel.endpoint=otel-collector:4318
 must be one of the following | gateway.otel.sampler=sometimes
 is not in operator.watchNamespaces | operator.watchNamespaces={team-a}
 not both | operator.watchNamespaces={mcc-system} operator.watchNamespaceSelector=a=b
+Invalid type. Expected: boolean | gateway.metricsTokenSecret.required=no
+Additional property requird is not allowed | gateway.metricsTokenSecret.requird=false
+Does not match pattern | networkPolicy.podRuntime.blockedCidrs={10.0.0.0}
+Must be greater than or equal to 1 | networkPolicy.dns.ports={0}
+Additional property namespace is not allowed | networkPolicy.podRuntime.namespace=a
 EOF
 
   step "release-scoped names"

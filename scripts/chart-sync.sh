@@ -38,9 +38,9 @@ for f in charts/mcc/files/crds/*.yaml; do
   [ -f "charts/mcc/crds/$(basename "$f")" ] || { echo "STALE $f: no charts/mcc/crds/$(basename "$f")"; stale=1; $check || rm -f "$f"; }
 done
 
-# 2. manifests/mcc.yaml: the defaults, except that the Redis password Secret is created by
-# hand (a committed, rendered password would be everyone's password) and the CRDs come
-# from crds/.
+# 2. manifests/mcc.yaml: the defaults, except that the Redis password and /metrics token
+# Secrets are created by hand (a committed, rendered secret would be everyone's) and the
+# CRDs come from crds/.
 {
   cat <<'EOF'
 # MCC for `kubectl apply`: the Helm chart's default install (release mcc, namespace
@@ -49,11 +49,14 @@ done
 #   kubectl create namespace mcc-system
 #   kubectl -n mcc-system create secret generic mcc-redis-auth \
 #     --from-literal=redis-password="$(head -c 30 /dev/urandom | base64 | tr -dc A-Za-z0-9)"
+#   kubectl -n mcc-system create secret generic mcc-gateway-metrics-token \
+#     --from-literal=token="$(head -c 36 /dev/urandom | base64 | tr -dc A-Za-z0-9)"
 #   kubectl apply -f manifests/mcc.yaml
 # Settings other than the defaults: use the chart (charts/mcc, docs/install.md).
 EOF
   "$HELM" template mcc charts/mcc --namespace mcc-system \
       --set crds.enabled=false --set redis.auth.existingSecret=mcc-redis-auth \
+      --set gateway.metricsTokenSecret.name=mcc-gateway-metrics-token \
     | sed -e 's/^\(\s*app.kubernetes.io\/managed-by:\) Helm$/\1 kubectl/'
 } > "$tmp/mcc.yaml"
 put "$tmp/mcc.yaml" manifests/mcc.yaml

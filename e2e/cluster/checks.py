@@ -17,6 +17,7 @@ from hostpod import wait_for
 
 EXAMPLES = os.path.join(REPO, "examples", "k8s")
 PROPAGATION = 5.0  # seconds: a change must reach every running gateway within this
+METRICS_TOKEN_SECRET = f"{RELEASE}-gateway-metrics-token"  # the chart's, without gateway.metricsTokenSecret.name
 
 
 def run(c):
@@ -26,6 +27,7 @@ def run(c):
     examples(c)
     admission(c)
     gateways(c)
+    metrics_token(c)
     credentials(c)
     pending_sa = deleted_service_account_start(c)
     propagation(c)
@@ -48,6 +50,8 @@ def chart_objects(c):
                            ("clusterrole", f"{RELEASE}-{NS}-operator", None),
                            ("role", f"{RELEASE}-{NS}-gateway", PODS_NS),  # scope: namespaces
                            ("configmap", CATALOG, NS), ("lease", f"{RELEASE}-operator", NS),
+                           ("secret", METRICS_TOKEN_SECRET, NS),
+                           *[("networkpolicy", f"{RELEASE}-pod-tools", ns) for ns in (NS, PODS_NS, *BULK_NS)],
                            ("crd", "tools.mcc.dev", None), ("crd", "usergrants.mcc.dev", None)]:
         c.check(f"helm install created {kind} {name}", c.kube.get(kind, name, ns, check=False) is not None)
 
@@ -100,6 +104,50 @@ def gateways(c):
             "; ".join(g.log_tail(5) for g, _, _ in c.gateways))
     if took is None:
         raise RuntimeError("the gateways never became ready")
+
+
+def secret_value(c, name, key, namespace=NS):
+    obj = c.kube.get("secret", name, namespace, check=False)
+    data = ((obj or {}).get("data") or {}).get(key)
+    return base64.b64decode(data).decode() if data else None
+
+
+def metrics_token(c):
+    """/metrics wants the token of the chart's Secret (tools share the pod's loopback, issue
+    32): it reaches the gateway container only, and the gateway refuses a scrape without
+    it. The pod-runtime namespaces' NetworkPolicy selects the tool Pods and admits nothing."""
+    spec = c.kube.get("deployment", f"{RELEASE}-gateway", NS)["spec"]["template"]["spec"]
+    env = {ctr["name"]: {e["name"]: e for e in ctr.get("env") or []} for ctr in spec["containers"]}
+    ref = ((env["gateway"].get("MCC_METRICS__TOKEN") or {}).get("valueFrom") or {}).get("secretKeyRef") or {}
+    c.check(f"the gateway container reads MCC_METRICS__TOKEN from Secret {METRICS_TOKEN_SECRET}",
+            ref.get("name") == METRICS_TOKEN_SECRET, ref)
+    c.check("the executor container has no MCC_METRICS__TOKEN", "MCC_METRICS__TOKEN" not in env["executor"])
+    token = secret_value(c, METRICS_TOKEN_SECRET, ref.get("key", "token"))
+    c.check("the chart generated a /metrics token of 48 characters", token is not None and len(token) == 48,
+            len(token or ""))
+    c.metrics_token = token
+    url = f"http://127.0.0.1:{c.args.port_base + 1 + 100}/metrics"  # gateway 1's MCC_METRICS__PORT
+    status, _ = http(url)
+    c.check("/metrics without a token: 401", status == 401, status)
+    status, _ = http(url, "not-the-token")
+    c.check("/metrics with a wrong token: 401", status == 401, status)
+    status, body = http(url, token)
+    c.check("/metrics with the Secret's token: 200, Prometheus text", status == 200 and "mcc_" in body,
+            f"{status} {body[:200]}")
+
+    policy = c.kube.get("networkpolicy", f"{RELEASE}-pod-tools", PODS_NS, check=False) or {}
+    pspec = policy.get("spec") or {}
+    c.check(f"NetworkPolicy {RELEASE}-pod-tools in {PODS_NS} selects this release's tool Pods",
+            (pspec.get("podSelector") or {}).get("matchLabels") == {
+                "app.kubernetes.io/managed-by": "mcc-gateway", "app.kubernetes.io/instance": RELEASE},
+            pspec.get("podSelector"))
+    c.check("... and admits no ingress", set(pspec.get("policyTypes") or []) == {"Ingress", "Egress"}
+            and not pspec.get("ingress"), pspec.get("ingress"))
+    egress = pspec.get("egress") or []
+    dns = [r for r in egress if any(p.get("port") == 53 for p in r.get("ports") or [])]
+    c.check("... DNS only to the cluster DNS", bool(dns) and all(r.get("to") for r in dns), dns)
+    excepted = {x for r in egress for peer in r.get("to") or [] for x in (peer.get("ipBlock") or {}).get("except") or []}
+    c.check("... no link-local or metadata address", {"169.254.0.0/16", "fd00:ec2::254/128"} <= excepted, excepted)
 
 
 def credentials(c):
@@ -403,6 +451,8 @@ def upgrade_and_uninstall(c, helm, values):
                                   "--set", f"gateway.rbac.referencedObjects.namespaces={{{others}}}"],
                           capture_output=True, text=True)
     c.check("helm upgrade with changed values", proc.returncode == 0, proc.stderr[-300:])
+    token = secret_value(c, METRICS_TOKEN_SECRET, "token")
+    c.check("... keeps the generated /metrics token (lookup)", token is not None and token == c.metrics_token)
     env = {e["name"]: e.get("value") for e in c.kube.get("deployment", f"{RELEASE}-gateway", NS)
            ["spec"]["template"]["spec"]["containers"][0]["env"]}
     c.check("... the gateway Deployment carries them (MCC_LOG=debug)", env.get("MCC_LOG") == "debug", env.get("MCC_LOG"))

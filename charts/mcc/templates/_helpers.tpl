@@ -230,3 +230,97 @@ upgrade; `helm template` has no cluster), else any address on the API server por
     {{- end }}
   {{- end }}
 {{- end }}
+
+{{/* The Secret holding the gateway's /metrics token: gateway.metricsTokenSecret.name, else
+the chart's own (templates/gateway/metrics-token.yaml) while the token is required, else
+empty (no token). */}}
+{{- define "mcc.gateway.metricsTokenSecretName" -}}
+{{- $s := .Values.gateway.metricsTokenSecret }}
+{{- if $s.name }}{{ $s.name }}
+{{- else if $s.required }}{{ include "mcc.gateway.fullname" . }}-metrics-token
+{{- end }}
+{{- end }}
+
+{{/* The chart's own /metrics token: the one in its Secret when the cluster has it (so
+`helm upgrade` keeps it), else a new random one. `helm template` has no cluster: a new
+token on every render. */}}
+{{- define "mcc.gateway.metricsToken" -}}
+{{- $name := include "mcc.gateway.metricsTokenSecretName" . }}
+{{- $key := .Values.gateway.metricsTokenSecret.key }}
+{{- $old := lookup "v1" "Secret" .Release.Namespace $name }}
+{{- if and $old $old.data (index $old.data $key) }}
+{{- index $old.data $key | b64dec }}
+{{- else }}
+{{- randAlphaNum 48 }}
+{{- end }}
+{{- end }}
+
+{{/* Addresses no tool may reach through the allow-all egress rules, whatever the
+values: the link-local ranges (which hold the metadata services of AWS, GCP, Azure,
+OpenStack, DigitalOcean, Oracle and others at 169.254.169.254, and EKS Pod Identity at
+169.254.170.23) and the metadata addresses outside them (Alibaba Cloud, Oracle Cloud
+Classic; the IPv6 ones of AWS IMDS, EKS Pod Identity and GCP). Only an explicit
+extraEgress rule can open one. */}}
+{{- define "mcc.networkPolicy.alwaysBlocked" -}}
+- 169.254.0.0/16
+- 100.100.100.200/32
+- 192.0.0.192/32
+- fe80::/10
+- fd00:ec2::254/128
+- fd00:ec2::23/128
+- fd20:ce::254/128
+{{- end }}
+
+{{/* The egress rule of DNS queries: networkPolicy.dns.ports (UDP and TCP) to
+networkPolicy.dns.to (the cluster DNS), or to any address when that is empty. */}}
+{{- define "mcc.networkPolicy.dns" -}}
+{{- $dns := .Values.networkPolicy.dns }}
+{{- if $dns.to }}
+# DNS, to the cluster's resolver only.
+{{- else }}
+# DNS, to any address (networkPolicy.dns.to is empty).
+{{- end }}
+- ports:
+    {{- range $dns.ports }}
+    - port: {{ . }}
+      protocol: UDP
+    - port: {{ . }}
+      protocol: TCP
+    {{- end }}
+  {{- with $dns.to }}
+  to: {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* The allow-all egress rule of tools: any IPv4 and IPv6 address except the always
+blocked ones and (dict "blocked" <extra CIDRs>). */}}
+{{- define "mcc.networkPolicy.toolEgressAll" -}}
+{{- $v4 := list }}
+{{- $v6 := list }}
+{{- range concat (include "mcc.networkPolicy.alwaysBlocked" . | fromYamlArray) (.blocked | default list) | uniq }}
+{{- if contains ":" . }}{{ $v6 = append $v6 . }}{{ else }}{{ $v4 = append $v4 . }}{{ end }}
+{{- end }}
+# Anywhere but link-local, cloud metadata and the blocked addresses.
+- to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        except: {{- toYaml $v4 | nindent 10 }}
+    - ipBlock:
+        cidr: ::/0
+        except: {{- toYaml $v6 | nindent 10 }}
+{{- end }}
+
+{{/* The namespaces of the pod-runtime NetworkPolicy, as a YAML list (empty when the pod
+runtime or the policy is off, or with scope cluster and no namespaces listed). */}}
+{{- define "mcc.podRuntime.networkPolicyNamespaces" -}}
+{{- $np := .Values.networkPolicy }}
+{{- $list := list }}
+{{- if and .Values.podRuntime.enabled $np.enabled $np.podRuntime.enabled }}
+{{- if $np.podRuntime.namespaces }}
+{{- $list = $np.podRuntime.namespaces }}
+{{- else if ne .Values.gateway.rbac.referencedObjects.scope "cluster" }}
+{{- $list = include "mcc.gateway.referencedNamespaces" . | fromYamlArray }}
+{{- end }}
+{{- end }}
+{{- toYaml ($list | uniq) }}
+{{- end }}
