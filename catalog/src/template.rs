@@ -5,18 +5,33 @@
 //! written, so the template's author decides what is quoted ([`render`]). `curl:` commands
 //! render through [`render_curl`] (see [`curl`]), where no value can leave its shell word
 //! and a value inside a URL is percent-encoded.
+//!
+//! Every render is bounded in work and output: [`FUEL`] instructions and
+//! [`MAX_RENDERED_BYTES`] of text, both enforced while rendering. What a template holds in
+//! its variables is not bounded here (minijinja has no hook for it): the gateway renders
+//! in worker processes with a memory limit (`mcc_gateway::exec::render`).
 
 mod curl;
 
 pub use curl::render_curl;
 
 use minijinja::value::ValueKind;
-use minijinja::{Environment, UndefinedBehavior};
+use minijinja::{Environment, ErrorKind, UndefinedBehavior};
 use serde_json::{Map, Value};
+
+/// The instructions one render may execute (minijinja's fuel): a few milliseconds of
+/// work, far above what a command template needs (a loop over a thousand items takes
+/// about twenty thousand), and what stops a nested loop from holding a CPU for seconds.
+pub const FUEL: u64 = 2_000_000;
+
+/// The most text one render may produce: a command line is one argument of `sh -c`, and
+/// Linux's `MAX_ARG_STRLEN` (32 pages, its NUL included) is what one argument holds.
+pub const MAX_RENDERED_BYTES: usize = 32 * 4096 - 1;
 
 /// The template environment every exec/curl command and transform is rendered with.
 pub fn environment() -> Environment<'static> {
     let mut env = Environment::new();
+    env.set_fuel(Some(FUEL));
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -36,13 +51,74 @@ pub fn check(source: &str) -> Result<(), minijinja::Error> {
     environment().template_from_str(source).map(|_| ())
 }
 
-/// Renders `source` with `params` as the template's variables.
+/// Renders `source` with `params` as the template's variables, stopping as soon as the
+/// text passes [`MAX_RENDERED_BYTES`] or the work passes [`FUEL`].
 pub fn render(
     env: &Environment<'_>,
     source: &str,
     params: &Map<String, Value>,
 ) -> Result<String, minijinja::Error> {
-    env.render_str(source, params)
+    let template = env.template_from_str(source)?;
+    let mut out = CappedText::default();
+    match template.render_captured_to(params, &mut out) {
+        Ok(_) => String::from_utf8(out.text).map_err(|_| {
+            minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                "the rendered text is not UTF-8",
+            )
+        }),
+        Err(_) if out.overflowed => Err(too_long()),
+        Err(e) => Err(bounded(e)),
+    }
+}
+
+/// The error of a render whose text passed [`MAX_RENDERED_BYTES`].
+pub(crate) fn too_long() -> minijinja::Error {
+    minijinja::Error::new(
+        ErrorKind::InvalidOperation,
+        format!(
+            "the rendered text passed {MAX_RENDERED_BYTES} bytes, the most one command line \
+             holds (Linux's MAX_ARG_STRLEN): large values belong on the tool's stdin \
+             (`stdin: true`)"
+        ),
+    )
+}
+
+/// Says what running out of fuel means; other errors pass unchanged.
+pub(crate) fn bounded(e: minijinja::Error) -> minijinja::Error {
+    if e.kind() == ErrorKind::OutOfFuel {
+        minijinja::Error::new(
+            ErrorKind::OutOfFuel,
+            format!(
+                "the template executed more than {FUEL} instructions (a loop too large for a \
+                 command line) and was stopped"
+            ),
+        )
+    } else {
+        e
+    }
+}
+
+/// Rendered text that refuses to grow past [`MAX_RENDERED_BYTES`].
+#[derive(Default)]
+struct CappedText {
+    text: Vec<u8>,
+    overflowed: bool,
+}
+
+impl std::io::Write for CappedText {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.text.len() + buf.len() > MAX_RENDERED_BYTES {
+            self.overflowed = true;
+            return Err(std::io::Error::other("rendered text too long"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub(crate) fn quote_filter(value: minijinja::Value) -> String {
@@ -263,6 +339,40 @@ mod tests {
             ),
             "a%20b/c%3F%C3%A9 q=x+y%26z&n=1 a=b+c"
         );
+    }
+
+    #[test]
+    fn work_and_text_are_bounded_while_rendering() {
+        let nested =
+            "{% for a in range(10000) %}{% for b in range(10000) %}{% endfor %}{% endfor %}";
+        let started = std::time::Instant::now();
+        let err = render(&environment(), nested, &Map::new()).unwrap_err();
+        assert!(
+            err.to_string().contains("more than 2000000 instructions"),
+            "{err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+
+        let long = "{% for a in range(100000) %}{{ s }}{% endfor %}";
+        let err = render(
+            &environment(),
+            long,
+            json!({"s": "x".repeat(100)}).as_object().unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("passed 131071 bytes"), "{err}");
+        // At the bound exactly, the text renders.
+        let exact = json!({"s": "x".repeat(MAX_RENDERED_BYTES)});
+        assert_eq!(run("{{ s }}", exact).len(), MAX_RENDERED_BYTES);
+        // The curl environment has the same bounds.
+        let err = render_curl(
+            "curl https://h/{% for a in range(2000) %}{{ s }}{% endfor %}",
+            json!({"s": "x".repeat(100)}).as_object().unwrap(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("passed 131071 bytes"), "{err}");
+        let err = render_curl(nested, &Map::new()).unwrap_err();
+        assert!(err.to_string().contains("instructions"), "{err}");
     }
 
     #[test]

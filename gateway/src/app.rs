@@ -18,10 +18,12 @@ use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
 use crate::exec::introspect::RuntimeInterpreter;
 use crate::exec::pod::PodRunner;
+use crate::exec::render::Renderer;
 use crate::exec::{Engine, EngineSettings, Limiter};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::RedisSessionRegistry;
+use crate::mcp::session_owner::SessionOwners;
 use crate::metrics::Metrics;
 use crate::ratelimit::{Counter, RateLimits};
 use crate::search::{SearchError, SearchService};
@@ -263,6 +265,7 @@ fn build_parts(
         default_timeout: settings.execution.default_timeout(),
         max_timeout: settings.execution.max_timeout(),
     })
+    .with_renderer(Renderer::from_settings(&settings.execution.render))
     .with_limiter(
         Limiter::new(settings.concurrency.limiter())
             .with_per_pod_tool(settings.execution.pod.max_per_tool),
@@ -329,6 +332,11 @@ fn build_parts(
             server: &settings.server,
             registry,
             session_ttl: shared.sessions.ttl(),
+            owners: SessionOwners::new(
+                shared.sessions.redis_connection(),
+                &settings.session.key_prefix,
+                shared.sessions.ttl(),
+            ),
             shutdown,
         },
         http::RouterLimits {
@@ -358,6 +366,7 @@ fn build_parts(
         connections: http::ConnectionLimits {
             header_read_timeout: settings.connections.header_read_timeout(),
             body_read_timeout: settings.connections.body_read_timeout(),
+            loopback_peers_only: settings.auth.checks_no_credential(),
         },
     })
 }

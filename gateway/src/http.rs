@@ -28,6 +28,7 @@ use rmcp::transport::streamable_http_server::session::SessionStore as McpSession
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::mcp::relay::{Relay, RelayingSessionManager};
+use crate::mcp::session_owner::{self, SessionOwners};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -58,6 +59,8 @@ pub struct McpOptions<'a> {
     /// How long session variables live (idle legacy sessions are kept this long when
     /// there is no registry to restore them from).
     pub session_ttl: std::time::Duration,
+    /// Who each legacy session belongs to (another caller's use of an id is refused).
+    pub owners: SessionOwners,
     pub shutdown: CancellationToken,
 }
 
@@ -169,6 +172,7 @@ pub fn router_with(
         max_legacy_sessions_per_caller,
         max_sse_streams_per_caller,
     } = limits;
+    let owners = options.owners.clone();
     let (service, sessions) = mcp_service(shared.clone(), options);
     // Unauthenticated: OAuth discovery (RFC 9728) for MCP clients.
     let well_known = auth::oauth::routes(authenticator.oauth());
@@ -183,6 +187,12 @@ pub fn router_with(
         .layer(middleware::from_fn_with_state(
             authenticator,
             auth::authenticate_request,
+        ))
+        // Inside authentication: another caller's session id is an unknown session, before
+        // anything counts or forgets it.
+        .layer(middleware::from_fn_with_state(
+            owners,
+            session_owner::enforce,
         ))
         // Inside authentication: counts per caller.
         .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))
@@ -269,6 +279,32 @@ pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
     /// The longest pause between two chunks of a request body.
     pub body_read_timeout: Duration,
+    /// Serve only clients on a loopback address (the `dev-*` auth backends check no
+    /// credential: anyone who reaches them is an admin); others get a 403 and are closed.
+    pub loopback_peers_only: bool,
+}
+
+/// What a client beyond loopback gets from a gateway whose auth checks no credential.
+const LOOPBACK_ONLY: &str = "auth dev-admin / dev-public checks no credential, so this gateway \
+     serves loopback clients only; for others use auth jwt, api_key or kubernetes\n";
+
+/// Answers a client beyond loopback 403 and closes, without reading its request.
+fn refuse_beyond_loopback(stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
+    use tokio::io::AsyncWriteExt;
+    tracing::warn!(%peer, "refused a client beyond loopback: auth dev-* serves loopback only");
+    tokio::spawn(async move {
+        let mut stream = stream;
+        let written = tokio::time::timeout(Duration::from_secs(1), async {
+            let answer = format!(
+                "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\nconnection: close\r\n\
+                 content-length: {}\r\n\r\n{LOOPBACK_ONLY}",
+                LOOPBACK_ONLY.len()
+            );
+            stream.write_all(answer.as_bytes()).await?;
+            stream.shutdown().await
+        });
+        let _ = written.await;
+    });
 }
 
 /// Serves `router` on `listener` until `shutdown` fires, then lets open connections
@@ -305,6 +341,12 @@ pub async fn serve(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) if limits.loopback_peers_only
+                    && !peer.ip().to_canonical().is_loopback() =>
+                {
+                    refuse_beyond_loopback(stream, peer);
+                    continue;
+                }
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.

@@ -15,6 +15,7 @@ use serde_json::json;
 /// JSON-RPC error codes.
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
+pub const INTERNAL_ERROR: i64 = -32603;
 
 /// The largest accepted body, in bytes.
 #[derive(Clone, Copy)]

@@ -1,4 +1,5 @@
-//! `mcc-gateway`: wiring only. Subcommands: `serve`, `check`.
+//! `mcc-gateway`: wiring only. Subcommands: `serve`, `check` (and the hidden
+//! `render-worker` that `serve` starts, see `mcc_gateway::exec::render`).
 
 use std::path::PathBuf;
 
@@ -37,6 +38,13 @@ enum Command {
         /// Tool files, directories (their *.yaml/*.yml) or globs.
         paths: Vec<String>,
     },
+    /// A template render worker: started by `serve`, answers on its stdin and stdout.
+    #[command(name = mcc_gateway::exec::render::WORKER_SUBCOMMAND, hide = true)]
+    RenderWorker {
+        /// Its memory limit (RLIMIT_DATA), in bytes.
+        #[arg(long)]
+        memory_bytes: u64,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,6 +56,9 @@ fn main() -> std::process::ExitCode {
     let result = match Cli::parse().command {
         Command::Serve { config, tools } => serve(config, tools),
         Command::Check { paths } => mcc_gateway::check::run(&paths, &mut std::io::stdout().lock()),
+        Command::RenderWorker { memory_bytes } => {
+            mcc_gateway::exec::render::worker_main(memory_bytes).context("render worker")
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -82,6 +93,9 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
     if !tools.is_empty() {
         settings.tools = tools;
     }
+    // Templates render in workers running this very binary.
+    settings.execution.render.program =
+        Some(std::env::current_exe().context("finding this program for its render workers")?);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     // The log, and the OTLP exporter when tracing is on (its requests use the runtime).
     let telemetry =
@@ -94,6 +108,12 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("server.host/server.port: cannot bind {addr}"))?;
         tracing::info!(%addr, tools = gateway.catalog.status().tools, "serving MCP at http://{addr}/mcp");
+        if settings.auth.checks_no_credential() && !addr.ip().is_loopback() {
+            tracing::warn!(
+                auth = %settings.auth.backend,
+                "this auth checks no credential: only loopback clients are served (others get 403)"
+            );
+        }
         let stop = shutdown.clone();
         tokio::spawn(async move {
             mcc_gateway::app::shutdown_signal().await;

@@ -3,7 +3,7 @@
 //! mode), real Redis sessions and real tool subprocesses:
 //!
 //! - an `iss`+`sub` pair bound by `oidc_subjects` selects its user; the same subject from
-//!   another issuer, or an old plain subject without a pinned issuer, does not;
+//!   another issuer does not, and a gateway without a pinned issuer does not start;
 //! - an `email` claim selects a user only when `email_verified` is true (configurable);
 //! - `preferred_username`, `name` and `login` never select a user unless configured;
 //! - a subject named like a catalog user it is not mapped to is refused, so it cannot
@@ -139,18 +139,18 @@ async fn oidc_subjects_select_by_issuer_and_subject() {
     );
     pinned.stop().await;
 
-    // Without a pinned issuer, the issuer is still part of the binding.
-    let open = gateway(|s| s.auth.jwt.issuer = None).await;
-    assert_eq!(
-        who(&open, json!({"sub": "00u-alice"})).await,
-        Ok("username: alice".into())
-    );
-    let evil = json!({"iss": "https://evil.test/", "sub": "00u-alice"});
-    assert_eq!(who(&open, evil).await, Ok("username: 00u-alice".into()));
-    // A plain subject binds under no issuer when none is pinned.
-    let plain = json!({"iss": "https://evil.test/", "sub": "legacy-bob"});
-    assert_eq!(who(&open, plain).await, Ok("username: legacy-bob".into()));
-    open.stop().await;
+    // A gateway without an issuer would trust any provider minting for its audience
+    // (`https://evil.test/` naming `00u-alice`): it does not start (issue 32, item 11).
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = settings(dir.path(), "jwt", None);
+    s.auth.jwt.hs256_secret = Some(SECRET.into());
+    s.auth.jwt.audience = vec![AUD.into()];
+    let refused = mcc_gateway::app::build(&s, Default::default()).await;
+    let e = refused
+        .err()
+        .expect("a jwt gateway without an issuer starts")
+        .to_string();
+    assert!(e.contains("auth.jwt.issuer: required"), "{e}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -65,6 +65,26 @@ async fn key_set_is_refetched_after_its_ttl() {
 }
 
 #[tokio::test]
+async fn a_key_set_is_not_trusted_past_its_ttl_while_fetches_fail() {
+    let jwks = JwksServer::start(vec![public_jwk("rsa1.key.pem", Algorithm::RS256, "rsa1")]).await;
+    let auth = jwks_auth(&jwks.url, 0, 2);
+    let good = rs256("rsa1", "rsa1.key.pem", &claims(json!({"sub": "bob"})));
+    assert!(username(&auth, &good).await.is_ok());
+    // The provider goes dark (or an attacker blocks the fetch) after removing the key.
+    jwks.fail(true);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // Past half the TTL a refresh is tried; it fails, and the set is still young enough.
+    assert!(username(&auth, &good).await.is_ok());
+    assert_eq!(jwks.hits(), 2, "a refresh is tried from half the TTL on");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // Past the TTL, the key is no longer trusted.
+    let err = username(&auth, &good).await.unwrap_err();
+    assert!(matches!(err, AuthError::KeysUnavailable(_)), "{err}");
+    jwks.fail(false);
+    assert!(username(&auth, &good).await.is_ok());
+}
+
+#[tokio::test]
 async fn unreachable_jwks_is_unavailable_not_invalid() {
     let closed_port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

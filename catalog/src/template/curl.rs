@@ -26,6 +26,7 @@
 
 use std::borrow::Cow;
 use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use minijinja::value::{Object, ObjectRepr, ValueKind};
@@ -44,7 +45,7 @@ pub fn render_curl(source: &str, params: &Map<String, serde_json::Value>) -> Res
         return Err(refuse("the template holds U+FDD0 or U+FDD1"));
     }
     let pieces = Arc::new(Mutex::new(Vec::new()));
-    let marked = recording_environment(pieces.clone()).render_str(source, params)?;
+    let marked = super::render(&recording_environment(pieces.clone()), source, params)?;
     let pieces = std::mem::take(&mut *pieces.lock().unwrap_or_else(|p| p.into_inner()));
     Placer::new(&pieces).place(&marked)
 }
@@ -112,6 +113,7 @@ fn quote_marker(value: Value) -> Value {
 /// placeholder, and `quote` marks instead of quoting.
 fn recording_environment(pieces: Arc<Mutex<Vec<Piece>>>) -> minijinja::Environment<'static> {
     let mut env = super::environment();
+    let recorded = AtomicUsize::new(0);
     env.add_filter("quote", quote_marker);
     env.add_filter("urlencode", urlencode_marker);
     env.set_formatter(move |out, _state, value| {
@@ -138,6 +140,11 @@ fn recording_environment(pieces: Arc<Mutex<Vec<Piece>>>) -> minijinja::Environme
             ));
         }
         let mut pieces = pieces.lock().unwrap_or_else(|p| p.into_inner());
+        // The values are the rendered text too: bounded while rendering, like the rest.
+        let total = recorded.fetch_add(piece.text.len(), Ordering::Relaxed) + piece.text.len();
+        if total > super::MAX_RENDERED_BYTES {
+            return Err(super::too_long());
+        }
         write!(out, "{OPEN}{}{CLOSE}", pieces.len())?;
         pieces.push(piece);
         Ok(())

@@ -1,5 +1,6 @@
-//! A JSON Web Key Set fetched over HTTP(S) and cached: keys are reused for `cache_ttl`,
-//! a token signed with an unknown `kid` triggers a refetch (key rotation), and refetches
+//! A JSON Web Key Set fetched over HTTPS (plain HTTP only to a loopback address) and
+//! cached: a set is refreshed from half of `cache_ttl` on and never trusted past it, a
+//! token signed with an unknown `kid` triggers a refetch (key rotation), and refetches
 //! are rate-limited so a flood of forged `kid`s cannot hammer the identity provider.
 //!
 //! Only RS256 and ES256 signing keys are taken from the set; others are skipped.
@@ -62,8 +63,8 @@ impl KeySet {
         }
     }
 
-    fn is_fresh(&self, ttl: Duration) -> bool {
-        self.fetched_at.is_some_and(|at| at.elapsed() < ttl)
+    fn is_younger_than(&self, age: Duration) -> bool {
+        self.fetched_at.is_some_and(|at| at.elapsed() < age)
     }
 }
 
@@ -89,6 +90,11 @@ pub struct JwksCache {
 pub enum JwksSetupError {
     #[error("auth.jwt.jwks_url: '{0}' is not an http(s) URL")]
     BadUrl(String),
+    #[error(
+        "auth.jwt.jwks_url: '{0}' is plain http to a host that is not loopback: keys fetched \
+         without TLS can be replaced on the way; use https"
+    )]
+    PlainHttp(String),
     #[error("auth.jwt.jwks_ca_file: not a PEM certificate bundle: {0}")]
     BadCa(String),
     #[error("auth.jwt.jwks_url: cannot set up TLS: {0}")]
@@ -103,6 +109,9 @@ impl JwksCache {
             .ok()
             .filter(|u: &Uri| matches!(u.scheme_str(), Some("http" | "https")))
             .ok_or_else(|| JwksSetupError::BadUrl(options.url.clone()))?;
+        if uri.scheme_str() == Some("http") && !is_loopback_host(uri.host().unwrap_or("")) {
+            return Err(JwksSetupError::PlainHttp(options.url.clone()));
+        }
         let client = http_client(options.ca_pem.as_deref())?;
         Ok(Self {
             options,
@@ -113,18 +122,29 @@ impl JwksCache {
         })
     }
 
-    /// The key for a token's `kid`, fetching the set when it is stale or lacks the kid.
+    /// The key for a token's `kid`. A set is refreshed from half its TTL on, and never
+    /// used past its TTL: a key removed at the identity provider stops working within
+    /// `cache_ttl` even while the provider cannot be reached (tokens are then refused
+    /// as "keys unavailable" until a fetch succeeds). An unknown `kid` triggers a fetch.
     pub async fn key(&self, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
+        let refresh_from = self.options.cache_ttl / 2;
         let set = self.snapshot();
-        if set.is_fresh(self.options.cache_ttl)
+        if set.is_younger_than(refresh_from)
             && let Some(key) = set.find(kid)
         {
             return Ok(key);
         }
-        let mut last_attempt = self.fetch.lock().await;
+        // One request refreshes; the others go on with the keys still valid, if any.
+        let mut last_attempt = match self.fetch.try_lock() {
+            Ok(guard) => guard,
+            Err(_) => match self.usable(&set, kid) {
+                Ok(key) => return Ok(key),
+                Err(_) => self.fetch.lock().await,
+            },
+        };
         // Another request may have refreshed the set while this one waited.
         let set = self.snapshot();
-        if set.is_fresh(self.options.cache_ttl)
+        if set.is_younger_than(refresh_from)
             && let Some(key) = set.find(kid)
         {
             return Ok(key);
@@ -132,7 +152,7 @@ impl JwksCache {
         let recently =
             last_attempt.is_some_and(|at| at.elapsed() < self.options.min_refetch_interval);
         if recently {
-            return stale_or_unknown(&set, kid);
+            return self.usable(&set, kid);
         }
         *last_attempt = Some(Instant::now());
         match self.fetch_set().await {
@@ -143,12 +163,23 @@ impl JwksCache {
             }
             Err(reason) => {
                 tracing::warn!(url = %self.options.url, %reason, "JWKS fetch failed");
-                // Keep serving keys we already trust rather than locking everyone out. The
-                // caller gets no detail: the URL and the cause are for the operator's log.
-                set.find(kid).ok_or_else(|| {
-                    AuthError::KeysUnavailable("the signing keys could not be fetched".into())
-                })
+                // Keys fetched less than a TTL ago are still trusted; older ones are not.
+                // The caller gets no detail: the URL and the cause are for the log.
+                self.usable(&set, kid)
             }
+        }
+    }
+
+    /// The key from `set` while the set is younger than its TTL.
+    fn usable(&self, set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
+        match set.fetched_at {
+            None => Err(AuthError::KeysUnavailable(
+                "the signing keys could not be fetched".into(),
+            )),
+            Some(at) if at.elapsed() >= self.options.cache_ttl => Err(AuthError::KeysUnavailable(
+                "the signing keys could not be refreshed; retrying shortly".into(),
+            )),
+            Some(_) => unknown_if_missing(set, kid),
         }
     }
 
@@ -212,6 +243,15 @@ fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
+/// `localhost`, or an IPv4 or IPv6 loopback address.
+fn is_loopback_host(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// An error with its causes (hyper's top-level message alone says little).
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
@@ -222,15 +262,6 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
-}
-
-fn stale_or_unknown(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
-    if set.fetched_at.is_none() {
-        return Err(AuthError::KeysUnavailable(
-            "the key set could not be fetched yet; retrying shortly".into(),
-        ));
-    }
-    unknown_if_missing(set, kid)
 }
 
 fn unknown_if_missing(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
@@ -306,5 +337,33 @@ mod tests {
         assert_eq!(set.keys.keys().collect::<Vec<_>>(), vec!["ec"]);
         assert_eq!(set.find(None).unwrap().algorithm, Algorithm::ES256);
         assert!(parse_set(&json!({"nokeys": []})).is_err());
+    }
+
+    #[test]
+    fn plain_http_only_to_loopback() {
+        let options = |url: &str| JwksOptions {
+            url: url.into(),
+            cache_ttl: Duration::from_secs(300),
+            min_refetch_interval: Duration::from_secs(10),
+            http_timeout: Duration::from_secs(5),
+            ca_pem: None,
+        };
+        crate::tls::install_crypto_provider();
+        for ok in [
+            "http://127.0.0.1:8080/jwks",
+            "http://localhost/jwks",
+            "http://[::1]/k",
+            "https://idp.example/k",
+        ] {
+            assert!(JwksCache::new(options(ok)).is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://idp.example/jwks",
+            "http://10.0.0.1/jwks",
+            "http://127.0.0.1.nip.io/k",
+        ] {
+            let e = JwksCache::new(options(bad)).err().unwrap().to_string();
+            assert!(e.contains("use https") && e.contains(bad), "{e}");
+        }
     }
 }

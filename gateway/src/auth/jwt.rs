@@ -45,7 +45,7 @@ pub struct JwtSettings {
     /// to writing it in a file.
     #[serde(default)]
     pub hs256_secret: Option<String>,
-    /// Required `iss` value; unset = not checked.
+    /// Required `iss` value (required: a token of another provider must not work here).
     #[serde(default)]
     pub issuer: Option<String>,
     /// Accepted `aud` values (one string or a list); required: a token minted for
@@ -165,6 +165,11 @@ pub enum JwtSetupError {
     KeySource(usize),
     #[error("auth.jwt.audience: required (the token's 'aud' must name this gateway)")]
     NoAudience,
+    #[error(
+        "auth.jwt.issuer: required (the token's 'iss' must name your identity provider: \
+         without it, a token of any provider that shares the audience would be accepted)"
+    )]
+    NoIssuer,
     #[error("auth.jwt.hs256_secret: must be at least 32 bytes")]
     WeakSecret,
     #[error("auth.jwt.username_claims: '{0}' is not a claim name")]
@@ -252,17 +257,16 @@ impl JwtVerifier {
         if settings.audience.is_empty() {
             return Err(JwtSetupError::NoAudience);
         }
+        let Some(issuer) = settings.issuer.as_ref().filter(|i| !i.trim().is_empty()) else {
+            return Err(JwtSetupError::NoIssuer);
+        };
         let keys = key_source(settings)?;
         let mut validation = Validation::new(Algorithm::RS256);
         validation.leeway = settings.leeway_secs;
         validation.validate_nbf = true;
         validation.set_audience(&settings.audience);
-        let mut required = vec!["exp", "aud"];
-        if let Some(issuer) = &settings.issuer {
-            validation.set_issuer(&[issuer]);
-            required.push("iss");
-        }
-        validation.set_required_spec_claims(&required);
+        validation.set_issuer(&[issuer]);
+        validation.set_required_spec_claims(&["exp", "aud", "iss"]);
         if let Some(bad) = settings
             .username_claims
             .iter()
@@ -561,6 +565,7 @@ mod tests {
         let settings = JwtSettings {
             hs256_secret: Some("x".repeat(32)),
             audience: vec!["a".into()],
+            issuer: Some(IDP.into()),
             username_claims: vec![" sub".into()],
             ..JwtSettings::default()
         };
@@ -569,5 +574,19 @@ mod tests {
             err.to_string(),
             "auth.jwt.username_claims: ' sub' is not a claim name"
         );
+    }
+
+    #[test]
+    fn the_issuer_is_required() {
+        for issuer in [None, Some(" ".to_string())] {
+            let settings = JwtSettings {
+                hs256_secret: Some("x".repeat(32)),
+                audience: vec!["a".into()],
+                issuer,
+                ..JwtSettings::default()
+            };
+            let err = JwtVerifier::new(&settings).err().unwrap().to_string();
+            assert!(err.starts_with("auth.jwt.issuer: required"), "{err}");
+        }
     }
 }

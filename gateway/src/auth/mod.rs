@@ -72,6 +72,14 @@ fn default_backend() -> String {
     "dev-admin".into()
 }
 
+impl AuthSettings {
+    /// The `dev-*` backends: no credential is checked, so whoever reaches the gateway acts
+    /// as its dev user; the HTTP server then serves loopback clients only.
+    pub fn checks_no_credential(&self) -> bool {
+        matches!(self.backend.as_str(), "dev-admin" | "dev-public")
+    }
+}
+
 fn default_realm() -> String {
     "mcc".into()
 }

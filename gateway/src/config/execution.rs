@@ -10,6 +10,7 @@ use serde::Deserialize;
 use mcc_executor::{Address, ExecutorClient, InProcess, Runtime};
 
 use super::CatalogSource;
+use crate::exec::render::RenderSettings;
 
 /// Where tool processes run.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -37,6 +38,8 @@ pub struct ExecutionSettings {
     pub max_timeout_secs: Option<f64>,
     /// The pod runtime (`runtime: pod` Tools, each call in its own Pod).
     pub pod: PodRuntimeSettings,
+    /// Where command templates render: worker processes held to a memory limit.
+    pub render: RenderSettings,
 }
 
 /// `execution.pod`: each call of a `runtime: pod` Tool in its own Pod, in the Tool's
@@ -200,6 +203,7 @@ impl Default for ExecutionSettings {
             default_timeout_secs: Some(300.0),
             max_timeout_secs: Some(3600.0),
             pod: PodRuntimeSettings::default(),
+            render: RenderSettings::default(),
         }
     }
 }
@@ -264,6 +268,7 @@ impl ExecutionSettings {
         if let Err(e) = self.executor_socket.parse::<Address>() {
             return Err(("execution.executor_socket", e));
         }
+        self.render.validate()?;
         self.pod.validate(source, self.max_timeout_secs)
     }
 }
@@ -345,6 +350,12 @@ mod tests {
         );
         let e = with(&[("MCC_EXECUTION__POD__INSTANCE", "a b")]);
         assert!(e.contains("execution.pod.instance"), "{e}");
+        let e = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "0")]).unwrap_err();
+        assert!(e.contains("execution.render.workers"), "{e}");
+        let e = load_env(&[("MCC_EXECUTION__RENDER__MEMORY_MIB", "1")]).unwrap_err();
+        assert!(e.contains("execution.render.memory_mib"), "{e}");
+        let render = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "4")]).unwrap();
+        assert_eq!(render.execution.render.workers, 4);
         let e = load_env(&[("MCC_EXECUTION__POD__ENABLED", "true")]).unwrap_err();
         assert!(
             e.contains("execution.pod.enabled") && e.contains("catalog.source: kubernetes"),

@@ -320,6 +320,16 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Text,
     ),
     (
+        "MCC_EXECUTION__RENDER__WORKERS",
+        &["execution", "render", "workers"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_EXECUTION__RENDER__MEMORY_MIB",
+        &["execution", "render", "memory_mib"],
+        EnvKind::Scalar,
+    ),
+    (
         "MCC_CONCURRENCY__MAX_EXECUTIONS",
         &["concurrency", "max_executions"],
         EnvKind::Scalar,

@@ -1,18 +1,19 @@
 //! The shell command lines of exec and curl tools and of transforms: Jinja templates
 //! (see [`mcc_catalog::template`]) rendered with the call's params and run by `/bin/sh -c`.
-//! Rendering happens before anything is spawned, so a template error runs nothing.
+//! Rendering happens before anything is spawned, so a template error runs nothing; where
+//! it happens (a worker process, bounded in memory) is [`super::render`]'s business.
 //!
 //! exec commands and transforms render as in MCC (a value lands as written; the author
 //! quotes with `| quote`). A curl tool's command renders with
 //! [`mcc_catalog::template::render_curl`]: no value can leave its shell word, and a value
 //! in the URL is percent-encoded.
 
-use minijinja::Environment;
 use serde_json::{Map, Value};
 
 use mcc_catalog::{Tool, ToolKind};
 
 use super::ExecError;
+use super::render::{Kind, Renderer};
 
 /// The shell, by absolute path: the tool's own `PATH` must not decide which shell runs,
 /// and an absolute program lets std spawn with posix_spawn.
@@ -38,25 +39,23 @@ impl std::fmt::Display for Part {
 }
 
 /// Renders one of `tool`'s templates with `params`.
-pub fn render(
-    templates: &Environment<'_>,
+pub async fn render(
+    renderer: &Renderer,
     tool: &Tool,
     part: Part,
     source: &str,
     params: &Map<String, Value>,
 ) -> Result<String, ExecError> {
-    let rendered = match (&tool.kind, part) {
-        (ToolKind::Curl { .. }, Part::Command) => {
-            mcc_catalog::template::render_curl(source, params)
-        }
-        _ => mcc_catalog::template::render(templates, source, params),
+    let kind = match (&tool.kind, part) {
+        (ToolKind::Curl { .. }, Part::Command) => Kind::Curl,
+        _ => Kind::Jinja,
     };
     let error = |error: String| ExecError::Template {
         tool: tool.key.clone(),
         part,
         error,
     };
-    let line = rendered.map_err(|e| error(e.to_string()))?;
+    let line = renderer.render(kind, source, params).await.map_err(error)?;
     // A NUL cannot be part of a process argument: say so instead of failing the spawn.
     if line.contains('\0') {
         return Err(error(

@@ -24,6 +24,7 @@ pub mod limits;
 pub mod params;
 pub mod pod;
 pub mod python;
+pub mod render;
 pub mod result;
 pub mod transform;
 
@@ -181,7 +182,7 @@ pub enum ExecError {
 #[derive(Debug, Clone)]
 pub struct Engine {
     settings: Arc<EngineSettings>,
-    templates: Arc<minijinja::Environment<'static>>,
+    renderer: render::Renderer,
     cache: ResultCache,
     resolver: Option<Resolver>,
     pods: Option<pod::Runner>,
@@ -220,7 +221,7 @@ impl Engine {
     pub fn new(settings: EngineSettings) -> Self {
         Self {
             settings: Arc::new(settings),
-            templates: Arc::new(mcc_catalog::template::environment()),
+            renderer: render::Renderer::in_process(),
             cache: ResultCache::memory(),
             resolver: None,
             pods: None,
@@ -231,6 +232,12 @@ impl Engine {
     /// The same engine admitting executions through `limiter` (without one: no limit).
     pub fn with_limiter(mut self, limiter: Limiter) -> Self {
         self.limiter = Arc::new(limiter);
+        self
+    }
+
+    /// The same engine rendering templates with `renderer` (without one: in this process).
+    pub fn with_renderer(mut self, renderer: render::Renderer) -> Self {
+        self.renderer = renderer;
         self
     }
 
@@ -332,7 +339,7 @@ impl Engine {
                 source,
             })?;
         let referenced = self.referenced_env(call).await?;
-        let prepared = self.prepare(call, &referenced)?;
+        let prepared = self.prepare(call, &referenced).await?;
         let (_finished, outcome, write_back) = match &tool.kind {
             ToolKind::Exec { command } | ToolKind::Curl { command, .. } => {
                 self.run_shell(call, command, &prepared).await?
@@ -380,7 +387,7 @@ impl Engine {
             .map_err(|reason| ExecError::EnvRefs { tool, reason })
     }
 
-    fn prepare(
+    async fn prepare(
         &self,
         call: &Call<'_>,
         referenced: &environment::ReferencedEnv,
@@ -391,7 +398,7 @@ impl Engine {
             source,
         };
         let transform_line = match &tool.transform {
-            Some(t) => Some(self.render(tool, Part::Transform, t, &call.params)?),
+            Some(t) => Some(self.render(tool, Part::Transform, t, &call.params).await?),
             None => None,
         };
         Ok(Prepared {
@@ -410,7 +417,9 @@ impl Engine {
         prepared: &Prepared,
     ) -> Result<ProcessResult, ExecError> {
         let tool = call.tool;
-        let line = self.render(tool, Part::Command, command, &call.params)?;
+        let line = self
+            .render(tool, Part::Command, command, &call.params)
+            .await?;
         // Python's json.dumps form, byte for byte what MCC's tools read.
         let stdin = tool
             .stdin
@@ -486,14 +495,14 @@ impl Engine {
         })
     }
 
-    fn render(
+    async fn render(
         &self,
         tool: &Tool,
         part: Part,
         source: &str,
         params: &Map<String, Value>,
     ) -> Result<String, ExecError> {
-        command::render(&self.templates, tool, part, source, params)
+        command::render(&self.renderer, tool, part, source, params).await
     }
 
     fn request(

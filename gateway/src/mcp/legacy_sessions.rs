@@ -50,6 +50,12 @@ impl RedisSessionRegistry {
     }
 }
 
+/// `<prefix>:mcp-session-owner:<id>`: the user a legacy session belongs to
+/// ([`super::session_owner`]).
+pub(crate) fn owner_key(prefix: &str, session_id: &str) -> String {
+    format!("{prefix}:mcp-session-owner:{session_id}")
+}
+
 #[async_trait::async_trait]
 impl SessionStore for RedisSessionRegistry {
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {

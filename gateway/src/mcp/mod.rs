@@ -14,6 +14,7 @@ pub mod ask;
 pub mod execute;
 pub mod legacy_sessions;
 pub mod relay;
+pub mod session_owner;
 pub mod surface;
 pub mod text;
 

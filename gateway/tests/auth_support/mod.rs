@@ -108,11 +108,18 @@ pub async fn serve(router: Router) -> SocketAddr {
     addr
 }
 
+type JwksState = (
+    Arc<Mutex<Value>>,
+    Arc<AtomicUsize>,
+    Arc<std::sync::atomic::AtomicBool>,
+);
+
 /// A JWKS endpoint whose document the test can change, counting requests.
 #[derive(Clone)]
 pub struct JwksServer {
     doc: Arc<Mutex<Value>>,
     hits: Arc<AtomicUsize>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
     pub url: String,
 }
 
@@ -120,24 +127,32 @@ impl JwksServer {
     pub async fn start(keys: Vec<Value>) -> Self {
         let doc = Arc::new(Mutex::new(json!({ "keys": keys })));
         let hits = Arc::new(AtomicUsize::new(0));
-        let state = (doc.clone(), hits.clone());
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state = (doc.clone(), hits.clone(), failing.clone());
         let router = Router::new()
             .route(
                 "/jwks",
-                get(
-                    |State((doc, hits)): State<(Arc<Mutex<Value>>, Arc<AtomicUsize>)>| async move {
-                        hits.fetch_add(1, Ordering::SeqCst);
-                        Json(doc.lock().unwrap().clone())
-                    },
-                ),
+                get(|State((doc, hits, failing)): State<JwksState>| async move {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    if failing.load(Ordering::SeqCst) {
+                        return Err(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+                    }
+                    Ok(Json(doc.lock().unwrap().clone()))
+                }),
             )
             .with_state(state);
         let addr = serve(router).await;
         Self {
             doc,
             hits,
+            failing,
             url: format!("http://{addr}/jwks"),
         }
+    }
+
+    /// Answers 500 from now on (`true`), or the document again (`false`).
+    pub fn fail(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
     }
 
     pub fn publish(&self, keys: Vec<Value>) {
