@@ -100,6 +100,7 @@ neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces |
 defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
 Invalid type. Expected: boolean | networkPolicy.enabled=yes
 needs gateway.auth.backend=jwt | gateway.auth.oauth.resource=https://mcc.example.com/mcp
+gateway.auth.jwt.issuer: required | gateway.auth.backend=jwt gateway.auth.jwt.jwksUrl=https://idp.example.com/certs
 Does not match pattern | gateway.auth.backend=jwt gateway.auth.oauth.resource=mcc.example.com/mcp
 Additional property resorce is not allowed | gateway.auth.oauth.resorce=x
 Does not match pattern | gateway.otel.endpoint=otel-collector:4318
