@@ -5,8 +5,8 @@
 
 The gateway pod layout of issue 9/10 (two containers, token only in the gateway container,
 nothing of the gateway's environment in the executor, the socket emptyDir, different
-uids, probes, grace period), the gateway serving by default (0.0.0.0, Host allow-list of
-the Service's names), Redis whenever more than one replica may run, least-privilege RBAC
+uids, the executor serving the gateway's uid alone, probes, grace period), the gateway
+serving by default (0.0.0.0, Host allow-list of the Service's names), Redis whenever more than one replica may run, least-privilege RBAC
 (no list/watch on Secrets, the catalog ConfigMap by name, Pods and Secret creation only with
 the pod runtime,
 usergrants/finalizers for the operator), NetworkPolicies that keep the link-local ranges
@@ -78,6 +78,11 @@ def check_gateway(dep, objs, problems, name):
     ex_uid = (ex.get("securityContext") or {}).get("runAsUser")
     if gw_uid is None or ex_uid is None or gw_uid == ex_uid:
         say(f"gateway uid {gw_uid} and executor uid {ex_uid} must both be set and differ")
+    # The executor serves the gateway's uid alone: not its own, which tools run as.
+    ex_args = ex.get("args") or []
+    allowed = [ex_args[i + 1] for i, a in enumerate(ex_args[:-1]) if a == "--allow-uid"]
+    if allowed != [str(gw_uid)]:
+        say(f"the executor's --allow-uid is {allowed}, not the gateway's uid [{gw_uid}]")
     # No writable volume is shared between the two containers: a tool could plant files
     # (or a fake socket) where the gateway looks.
     shared = set(mounts(gw).values()) & set(mounts(ex).values())

@@ -177,7 +177,8 @@ key=$(kubectl -n "$NS_TOOLS" get secret alice-api-key -o jsonpath='{.data.apiKey
 cargo build -q -p mcc-gateway -p mcc-executor
 # Kubernetes mode runs tools in the executor (in a pod: the gateway pod's second container).
 socket="@mcc-e2e-k8s-$$"
-"$bin/mcc-executor" serve --socket "$socket" >/tmp/mcc-e2e-executor.log 2>&1 &
+# Gateway and executor run as one user here: the executor serves it (the chart: 65532).
+"$bin/mcc-executor" serve --socket "$socket" --allow-uid "$(id -u)" >/tmp/mcc-e2e-executor.log 2>&1 &
 pids+=($!)
 pod_env=()
 if [ -n "$PODS" ]; then

@@ -108,7 +108,8 @@ class Cluster:
         socket = f"@mcc-e2e-executor-{os.getpid()}-{n}"
         executor = HostPod(self.kube, NS, f"{RELEASE}-gateway", "executor", f"{self.args.bin}/mcc-executor",
                            f"executor-{n}", self.args.workdir, pid_dir=self.pid_dir, service_account=False)
-        executor.argv = [executor.argv[0], "serve", "--socket", socket]
+        # Gateway and executor run as one user here: the executor serves it.
+        executor.argv = [executor.argv[0], "serve", "--socket", socket, "--allow-uid", str(os.getuid())]
         executor.start()
         gateway = HostPod(self.kube, NS, f"{RELEASE}-gateway", "gateway", f"{self.args.bin}/mcc-gateway",
                           f"gateway-{n}", self.args.workdir, pid_dir=self.pid_dir, overrides={

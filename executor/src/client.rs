@@ -36,6 +36,45 @@ impl ExecutorClient {
                 reason: e.to_string(),
             })
     }
+
+    /// Why a call of this process is refused: its uid is not one the executor serves.
+    fn refused(&self, uid: u32) -> RunError {
+        self.error(format!(
+            "refuses this process (uid {uid}): it serves only the uids given to \
+             `mcc-executor serve --allow-uid` (MCC_EXECUTOR_ALLOW_UID)"
+        ))
+    }
+
+    /// Sends a ping and reads the answer, within 2 s.
+    async fn ping(&self) -> Result<wire::Answer, String> {
+        let ping = async {
+            let mut stream = self.connect().await?;
+            // A refused ping is answered before the executor reads anything, and then
+            // closed: a failed write is no reason not to read that answer.
+            let sent = wire::write_ping(&mut stream).await;
+            match wire::read_reply(&mut stream, 0).await {
+                Ok(answer) => Ok(answer),
+                Err(e) => Err(self.error(sent.err().unwrap_or(e))),
+            }
+        };
+        match tokio::time::timeout(std::time::Duration::from_secs(2), ping).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!(
+                "executor at {}: no answer to a ping within 2 s",
+                self.address
+            )),
+        }
+    }
+
+    /// `Ok` when an executor answers at the address, serving this process or refusing it:
+    /// whether the executor is alive (the `probe` command, which runs as the executor's
+    /// own uid and is refused).
+    pub async fn answers(&self) -> Result<(), String> {
+        match self.ping().await? {
+            wire::Answer::Pong | wire::Answer::Refused { .. } => Ok(()),
+            _ => Err(self.error("unexpected answer to a ping").to_string()),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -45,47 +84,39 @@ impl Runtime for ExecutorClient {
     }
 
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
-        let mut stream = self.connect().await?;
+        let stream = self.connect().await?;
         let broken = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::BrokenPipe => self.error(
                 "the executor closed the connection before the tool finished (did it restart?)",
             ),
             _ => self.error(e),
         };
-        wire::write_run(&mut stream, request)
-            .await
-            .map_err(broken)?;
         let mut stream = tokio::io::BufReader::new(stream);
-        match wire::read_reply(&mut stream, request.max_output)
-            .await
-            .map_err(broken)?
-        {
-            Ok(Some(finished)) => Ok(finished),
-            Ok(None) => Err(self.error("answered a run with a pong")),
-            Err(e) => Err(e),
+        // A refusal is written before the executor reads anything: when the request does
+        // not fit the socket's buffer the write fails, and the answer says why.
+        let sent = wire::write_run(stream.get_mut(), request).await;
+        let answer = match (
+            wire::read_reply(&mut stream, request.max_output).await,
+            sent,
+        ) {
+            (Ok(answer), _) => answer,
+            (Err(_), Err(e)) | (Err(e), Ok(())) => return Err(broken(e)),
+        };
+        match answer {
+            wire::Answer::Finished(finished) => Ok(finished),
+            wire::Answer::Failed(e) => Err(e),
+            wire::Answer::Refused { uid } => Err(self.refused(uid)),
+            wire::Answer::Pong => Err(self.error("answered a run with a pong")),
         }
     }
 
+    /// `Ok` when the executor answers a ping from this process; a refusal is an error
+    /// (this process's uid is not allowed: no call would run).
     async fn check(&self) -> Result<(), String> {
-        let ping = async {
-            let mut stream = self.connect().await?;
-            wire::write_ping(&mut stream)
-                .await
-                .map_err(|e| self.error(e))?;
-            match wire::read_reply(&mut stream, 0)
-                .await
-                .map_err(|e| self.error(e))?
-            {
-                Ok(None) => Ok(()),
-                _ => Err(self.error("unexpected answer to a ping")),
-            }
-        };
-        match tokio::time::timeout(std::time::Duration::from_secs(2), ping).await {
-            Ok(result) => result.map_err(|e| e.to_string()),
-            Err(_) => Err(format!(
-                "executor at {}: no answer to a ping within 2 s",
-                self.address
-            )),
+        match self.ping().await? {
+            wire::Answer::Pong => Ok(()),
+            wire::Answer::Refused { uid } => Err(self.refused(uid).to_string()),
+            _ => Err(self.error("unexpected answer to a ping").to_string()),
         }
     }
 }

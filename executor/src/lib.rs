@@ -10,8 +10,9 @@
 //!   abstract name by default, which no tool can take over). The `mcc-executor`
 //!   binary serves [`InProcess`] from its own container (no ServiceAccount token, none of
 //!   the gateway's environment, no view of its processes); [`ExecutorClient`] is the
-//!   gateway's side. [`wire`] is the framing both speak; [`reaper`] collects orphaned
-//!   tool processes when the executor is its container's PID 1.
+//!   gateway's side. [`server`] serves only the gateway's uid, bounds how long a request
+//!   may take to arrive, and runs each call in a session of its own; [`wire`] is the
+//!   framing both speak; [`reaper`] kills and reaps what a call left behind.
 //! - [`podio`]: the pod runtime's boundary — the call in a per-call Secret, the result
 //!   as one line of the container log; `mcc-executor pod-run` is the runner in the Pod.
 //!

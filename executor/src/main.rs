@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mcc_executor::address::{self, Address};
 use mcc_executor::runtime::Runtime as _;
-use mcc_executor::{ExecutorClient, InProcess, podio, reaper, server};
+use mcc_executor::{ExecutorClient, InProcess, podio, server};
 
 #[derive(Parser)]
 #[command(
@@ -28,6 +28,18 @@ enum Command {
         /// `@name` (an abstract socket, the default) or a path.
         #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = address::DEFAULT)]
         socket: Address,
+        /// The uid(s) whose processes may call: the gateway's (the chart's 65532). Every
+        /// other connection is refused unread. Required: tools run as this executor's
+        /// uid, which therefore is refused unless listed here (list it only where tools
+        /// may call the executor themselves: a laptop).
+        #[arg(
+            long,
+            env = "MCC_EXECUTOR_ALLOW_UID",
+            value_delimiter = ',',
+            required = true,
+            value_name = "UID"
+        )]
+        allow_uid: Vec<u32>,
         /// Calls run at once; more wait.
         #[arg(long, env = "MCC_EXECUTOR_MAX_CALLS", default_value_t = 256)]
         max_calls: usize,
@@ -39,7 +51,7 @@ enum Command {
         #[arg(long, default_value = "/mcc/input/request.json")]
         input: std::path::PathBuf,
     },
-    /// Exit 0 when an executor answers on the socket.
+    /// Exit 0 when an executor answers on the socket (serving this process or refusing it).
     Probe {
         /// `@name` (an abstract socket, the default) or a path.
         #[arg(long, env = "MCC_EXECUTOR_SOCKET", default_value = address::DEFAULT)]
@@ -77,19 +89,33 @@ fn main() -> ExitCode {
 
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve { socket, max_calls } => {
+        Command::Serve {
+            socket,
+            allow_uid,
+            max_calls,
+        } => {
             // Tools run as this user: keep them from attaching to this process or reading
             // its memory and environment through /proc.
             // SAFETY: prctl(PR_SET_DUMPABLE) takes plain integers and touches no memory.
             unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
-            // SAFETY: getpid has no preconditions.
-            if unsafe { libc::getpid() } == 1 {
-                tokio::spawn(reaper::run(std::time::Duration::from_secs(1)));
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if allow_uid.contains(&me) {
+                tracing::warn!(
+                    uid = me,
+                    "--allow-uid lists this executor's own uid: tools (which run as it) \
+                     can send it calls of their own"
+                );
             }
             let listener =
                 server::bind(&socket).with_context(|| format!("cannot listen on {socket}"))?;
-            tracing::info!(%socket, "executor listening");
-            let serving = server::serve(listener, InProcess::from_environment(), max_calls);
+            tracing::info!(%socket, allowed_uids = ?allow_uid, "executor listening");
+            let policy = server::Policy {
+                allowed_uids: allow_uid.into_iter().collect(),
+                max_calls,
+                read_timeout: server::READ_TIMEOUT,
+            };
+            let serving = server::serve_with(listener, InProcess::from_environment(), policy);
             tokio::select! {
                 () = serving => Ok(()),
                 () = shutdown() => {
@@ -113,8 +139,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             out.flush()?;
             Ok(())
         }
+        // Runs in the executor's container, as its uid, which the executor refuses: a
+        // refusal is an answer (the executor accepts and answers connections).
         Command::Probe { socket } => ExecutorClient::new(socket)
-            .check()
+            .answers()
             .await
             .map_err(anyhow::Error::msg),
     }

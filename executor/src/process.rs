@@ -1,8 +1,10 @@
-//! Running one tool process to its end: spawn in a new process group with an explicit
-//! environment, rlimits applied in the child before `exec`, stdin fed concurrently,
-//! stdout/stderr captured up to a bound (the rest read and discarded so the child never
-//! blocks), and the whole group killed with SIGKILL on timeout, on cancellation and when
-//! the main process exits (so background children cannot outlive the call).
+//! Running one tool process to its end: spawn in a new process group (or, for the
+//! executor, a new session: [`Leader::Session`]) with an explicit environment, rlimits
+//! applied in the child before `exec`, stdin fed concurrently, stdout/stderr captured up
+//! to a bound (the rest read and discarded so the child never blocks), and the whole group
+//! killed with SIGKILL on timeout, on cancellation and when the main process exits (so
+//! background children cannot outlive the call). A process that leaves the group is the
+//! business of whoever adopts orphans ([`crate::reaper`]).
 //!
 //! It knows nothing about tool kinds or result shapes (the gateway's business), nor
 //! where the program, environment and working directory come from ([`crate::runtime`]).
@@ -44,6 +46,20 @@ pub struct Spec<'a> {
     pub timeout: Option<Duration>,
     /// Each of stdout and stderr keeps at most this many bytes.
     pub max_output: usize,
+}
+
+/// What the main process leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Leader {
+    /// A process group of its own (`setpgid`), in this process's session: spawned with
+    /// `posix_spawn`, the cheapest way.
+    #[default]
+    Group,
+    /// A session of its own (`setsid`; also a group of its own), so the session id of
+    /// every process of the call is the main process's pid: no process can join another
+    /// call's session, which is what lets the executor tell whose an orphan is
+    /// ([`crate::reaper::sweep`]). Costs a `fork` instead of a `posix_spawn`.
+    Session,
 }
 
 /// How the main process ended.
@@ -92,11 +108,17 @@ pub struct Finished {
     pub stderr: Captured,
 }
 
-/// Spawns `spec` and runs it to its end. An `Err` means the process could not be started.
+/// Spawns `spec` leading its own process group and runs it to its end. An `Err` means the
+/// process could not be started.
 pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
+    run_as(spec, Leader::Group).await
+}
+
+/// [`run`], with the main process leading `leader`.
+pub async fn run_as(spec: &Spec<'_>, leader: Leader) -> std::io::Result<Finished> {
     let started = Instant::now();
     let (mut child, _registered) = Spawned::register(|| {
-        let child = command(spec).spawn()?;
+        let child = command(spec, leader).spawn()?;
         let pid = child.id();
         Ok((child, pid))
     })?;
@@ -143,7 +165,7 @@ pub async fn run(spec: &Spec<'_>) -> std::io::Result<Finished> {
     })
 }
 
-fn command(spec: &Spec<'_>) -> Command {
+fn command(spec: &Spec<'_>, leader: Leader) -> Command {
     let mut cmd = Command::new(spec.program);
     cmd.args(spec.args)
         .env_clear()
@@ -155,20 +177,37 @@ fn command(spec: &Spec<'_>) -> Command {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // The child leads its own group, so one kill reaches the shell's children too.
-        .process_group(0)
         .kill_on_drop(true);
+    if leader == Leader::Group {
+        // The child leads its own group, so one kill reaches the shell's children too.
+        cmd.process_group(0);
+    }
     if let Some(cwd) = spec.cwd {
         cmd.current_dir(cwd);
     }
-    // Only tools with limits pay for a pre_exec hook: without one, std can use
-    // posix_spawn instead of fork.
-    if !spec.rlimits.is_empty() {
-        let rlimits = spec.rlimits;
-        // SAFETY: the closure only calls setrlimit(2), which is async-signal-safe, and
-        // allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || rlimits.apply());
+    // Only what needs a pre_exec hook pays for one: without one, std can use posix_spawn
+    // instead of fork.
+    let rlimits = spec.rlimits;
+    match (leader, rlimits.is_empty()) {
+        (Leader::Group, true) => {}
+        (Leader::Group, false) => {
+            // SAFETY: the closure only calls setrlimit(2), which is async-signal-safe,
+            // and allocates nothing.
+            unsafe {
+                cmd.pre_exec(move || rlimits.apply());
+            }
+        }
+        (Leader::Session, _) => {
+            // SAFETY: setsid(2) and setrlimit(2) are async-signal-safe; nothing here
+            // allocates. setsid cannot fail in a fresh child (it leads no group yet).
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    rlimits.apply()
+                });
+            }
         }
     }
     cmd

@@ -18,7 +18,7 @@ use mcc_catalog::env::EnvSpec;
 use mcc_catalog::introspect::find_python;
 
 use crate::limits::Rlimits;
-use crate::process::{self, Finished, Spec};
+use crate::process::{self, Finished, Leader, Spec};
 
 /// One process to run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -87,6 +87,8 @@ pub struct InProcess {
     parent: Arc<[(String, String)]>,
     /// This process's working directory, read once: nothing here changes it.
     here: Arc<Path>,
+    /// What each main process leads (the executor: a session; see [`Leader`]).
+    leader: Leader,
 }
 
 impl std::fmt::Debug for InProcess {
@@ -105,7 +107,15 @@ impl InProcess {
             here: std::env::current_dir()
                 .unwrap_or_else(|_| PathBuf::from("/"))
                 .into(),
+            leader: Leader::Group,
         }
+    }
+
+    /// Each main process leads a session of its own (the executor's runtime: what lets
+    /// it tell a running call's orphans from those of ended calls).
+    pub fn in_own_sessions(mut self) -> Self {
+        self.leader = Leader::Session;
+        self
     }
 
     /// With this process's environment (read once, here: never after startup).
@@ -164,13 +174,15 @@ impl Runtime for InProcess {
             timeout: request.timeout,
             max_output: request.max_output,
         };
-        process::run(&spec).await.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound if is_path => not_found(),
-            _ => RunError::Spawn {
-                program: program.display().to_string(),
-                reason: e.to_string(),
-            },
-        })
+        process::run_as(&spec, self.leader)
+            .await
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound if is_path => not_found(),
+                _ => RunError::Spawn {
+                    program: program.display().to_string(),
+                    reason: e.to_string(),
+                },
+            })
     }
 
     async fn check(&self) -> Result<(), String> {

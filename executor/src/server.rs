@@ -1,22 +1,54 @@
-//! The executor's side of the socket: accept a connection, read one [`Message`], run it
-//! with this process's [`InProcess`] runtime, answer. A caller that hangs up before the
-//! answer (its call was cancelled, or timed out on its side) gets its process group
-//! killed: the run future is dropped.
+//! The executor's side of the socket: accept a connection, check who is calling, read one
+//! [`Message`], run it with this process's [`InProcess`] runtime, answer. What it
+//! guarantees (docs/security.md, "The executor"):
+//!
+//! - only the uids of [`Policy::allowed_uids`] are served, by the kernel's account of
+//!   the connecting process (`SO_PEERCRED`). Tools run as the executor's own uid, so it
+//!   is not served unless listed. Anyone else gets [`wire::Reply::Refused`] and the
+//!   connection is closed, before anything it sent is read;
+//! - a request must arrive whole within [`Policy::read_timeout`], and a call takes one of
+//!   the [`Policy::max_calls`] permits only once its request is read: an idle or slow
+//!   connection holds no permit, and is dropped at the timeout;
+//! - a caller that hangs up before the answer (its call was cancelled, or timed out on
+//!   its side) gets its process group killed: the run future is dropped;
+//! - when a call ends, before its answer is written, every process it left behind is
+//!   killed ([`reaper::sweep`]; each call runs in a session of its own).
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 
 use crate::address::Address;
+use crate::reaper;
 use crate::runtime::{InProcess, Runtime};
 use crate::wire::{self, Message};
 
+/// How long a connection may take to send its whole request (header and stdin).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often orphans that left a running call's session are looked for.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Who is served and how much at once.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// The uids whose processes may call (the gateway's); every other is refused.
+    pub allowed_uids: BTreeSet<u32>,
+    /// Calls run at once; more wait (with their request read).
+    pub max_calls: usize,
+    /// See [`READ_TIMEOUT`].
+    pub read_timeout: Duration,
+}
+
 /// Listens at `address`. A path replaces a stale socket file left by an earlier run and
-/// is made connectable by the gateway's user (`0666`: it runs as another user); an
-/// abstract name needs neither (see [`crate::address`]).
+/// is made connectable by the gateway's user (`0666`: it runs as another user; who may
+/// call is checked per connection); an abstract name needs neither (see
+/// [`crate::address`]).
 pub fn bind(address: &Address) -> std::io::Result<UnixListener> {
     let Address::Path(path) = address else {
         return UnixListener::bind(address.to_socket_path());
@@ -30,49 +62,150 @@ pub fn bind(address: &Address) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Serves connections until the task is dropped; at most `max_calls` at once (the rest
-/// wait in the listen backlog).
+/// [`serve_with`], serving this process's own uid only, at most `max_calls` at once: for
+/// a caller in this process (tests, a gateway embedding its executor). The `mcc-executor`
+/// binary serves the gateway's uid instead, and refuses its own (tools run as it).
 pub async fn serve(listener: UnixListener, runtime: InProcess, max_calls: usize) {
-    let runtime = Arc::new(runtime);
-    let slots = Arc::new(Semaphore::new(max_calls.max(1)));
-    loop {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                let runtime = runtime.clone();
-                tokio::spawn(async move {
-                    handle(stream, &runtime).await;
-                    drop(permit);
-                });
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let policy = Policy {
+        allowed_uids: BTreeSet::from([me]),
+        max_calls,
+        read_timeout: READ_TIMEOUT,
+    };
+    serve_with(listener, runtime, policy).await;
+}
+
+/// Serves connections until the future is dropped. Makes this process the subreaper of
+/// its tools (PID 1 in a container is anyway; see [`reaper`]) and runs `runtime` with
+/// each call in a session of its own, which is what lets a sweep tell whose an orphan
+/// is; sweeps every [`SWEEP_EVERY`] and at the end of each call. Children of this
+/// process in its own session (not a tool's: an embedding process's) are left alone.
+pub async fn serve_with(listener: UnixListener, runtime: InProcess, policy: Policy) {
+    if let Err(e) = reaper::adopt_orphans() {
+        tracing::warn!(error = %e, "executor: cannot become the tools' subreaper; \
+            orphans of tools are swept only when this is PID 1");
+    }
+    let runtime = Arc::new(runtime.in_own_sessions());
+    let slots = Arc::new(Semaphore::new(policy.max_calls.max(1)));
+    let mut refusals = RefusalLog::default();
+    let accepting = async {
+        loop {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "executor: accept failed");
+                    // Out of descriptors, most likely: give calls time to end.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let peer = match stream.peer_cred() {
+                Ok(peer) => peer,
+                Err(e) => {
+                    tracing::warn!(error = %e, "executor: no credentials for a connection: closed");
+                    continue;
+                }
+            };
+            if !policy.allowed_uids.contains(&peer.uid()) {
+                refusals.note(peer.uid(), peer.pid());
+                refuse(stream, peer.uid());
+                continue;
             }
-            Err(e) => tracing::warn!(error = %e, "executor: accept failed"),
+            let (runtime, slots) = (runtime.clone(), slots.clone());
+            let read_timeout = policy.read_timeout;
+            tokio::spawn(async move { handle(stream, &runtime, &slots, read_timeout).await });
         }
+    };
+    tokio::select! {
+        () = accepting => {}
+        () = reaper::run(SWEEP_EVERY) => {}
     }
 }
 
-async fn handle(stream: UnixStream, runtime: &InProcess) {
+/// Answers [`wire::Reply::Refused`] without reading or waiting, and closes.
+fn refuse(stream: UnixStream, uid: u32) {
+    use std::io::Write as _;
+    // The std stream stays non-blocking: a peer whose buffer is full gets no answer.
+    if let Ok(stream) = stream.into_std() {
+        let _ = (&stream).write(&wire::refusal(uid));
+    }
+}
+
+/// One warning per refused connection, at most one a second (a tool could connect in a
+/// loop): the rest are counted into the next.
+#[derive(Default)]
+struct RefusalLog {
+    last: Option<Instant>,
+    unlogged: u64,
+}
+
+impl RefusalLog {
+    fn note(&mut self, uid: u32, pid: Option<i32>) {
+        if self
+            .last
+            .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+        {
+            self.unlogged += 1;
+            return;
+        }
+        tracing::warn!(
+            uid,
+            pid,
+            also_refused_since_last_warning = self.unlogged,
+            "executor: refused a connection from a uid it does not serve (--allow-uid)"
+        );
+        self.last = Some(Instant::now());
+        self.unlogged = 0;
+    }
+}
+
+async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>, wait: Duration) {
     let (rd, mut wr) = stream.into_split();
     // Frames are read in small pieces: buffer them into few syscalls.
     let mut rd = tokio::io::BufReader::new(rd);
-    let request = match wire::read_message(&mut rd).await {
-        Ok(Message::Run(request)) => *request,
-        Ok(Message::Ping) => {
+    let request = match tokio::time::timeout(wait, wire::read_message(&mut rd)).await {
+        Ok(Ok(Message::Run(request))) => *request,
+        Ok(Ok(Message::Ping)) => {
             let _ = wire::write_pong(&mut wr).await;
             return;
         }
-        Err(e) => {
+        Ok(Err(e)) => {
             tracing::warn!(error = %e, "executor: unreadable request");
             return;
         }
-    };
-    let result = tokio::select! {
-        result = runtime.run(&request) => result,
-        () = hangup(&mut rd) => {
-            tracing::debug!(program = %request.program, "caller hung up: process group killed");
+        Err(_) => {
+            tracing::warn!(
+                ?wait,
+                "executor: no complete request in time: connection dropped"
+            );
             return;
         }
+    };
+    // Only a complete request waits for a permit, and gives it up if its caller leaves.
+    let permit = tokio::select! {
+        permit = slots.clone().acquire_owned() => match permit {
+            Ok(permit) => permit,
+            Err(_) => return,
+        },
+        () = hangup(&mut rd) => return,
+    };
+    let result = tokio::select! {
+        result = runtime.run(&request) => Some(result),
+        () = hangup(&mut rd) => None,
+    };
+    // What the call left outside its process group dies before the answer, so a caller
+    // that has its answer knows nothing of the call runs any more.
+    let swept = tokio::task::spawn_blocking(|| reaper::sweep(reaper::SWEEP_BUDGET))
+        .await
+        .unwrap_or_default();
+    drop(permit);
+    if swept.killed > 0 {
+        tracing::debug!(killed = swept.killed, program = %request.program, "killed escaped processes");
+    }
+    let Some(result) = result else {
+        tracing::debug!(program = %request.program, "caller hung up: process group killed");
+        return;
     };
     if let Err(e) = wire::write_reply(&mut wr, result.as_ref()).await {
         tracing::debug!(error = %e, "executor: the caller left before the reply");

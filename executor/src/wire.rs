@@ -8,7 +8,8 @@
 //! A frame is a big-endian `u32` length and that many bytes (`u32::MAX`: no frame, for
 //! a missing stdin). The four output frames follow a `Finished` reply only. Closing the
 //! connection before the reply cancels the call: the executor kills the process group.
-//! Every length is bounded before anything is allocated.
+//! Every length is bounded before anything is allocated. A peer the executor does not
+//! serve gets [`Reply::Refused`] at once, before anything it sent is read.
 
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -40,6 +41,19 @@ pub enum Reply {
     },
     Failed(RunError),
     Pong,
+    /// The connecting process's uid is not one the executor serves (`--allow-uid`).
+    Refused {
+        uid: u32,
+    },
+}
+
+/// A [`Reply`] as the client uses it, the output frames read.
+#[derive(Debug)]
+pub enum Answer {
+    Finished(Finished),
+    Failed(RunError),
+    Pong,
+    Refused { uid: u32 },
 }
 
 fn frame(buf: &mut Vec<u8>, bytes: Option<&[u8]>) {
@@ -158,19 +172,33 @@ pub async fn write_reply(
 }
 
 pub async fn write_pong(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
+    w.write_all(&encode(&Reply::Pong)).await
+}
+
+/// The whole [`Reply::Refused`] for `uid`, to be written without waiting.
+pub fn refusal(uid: u32) -> Vec<u8> {
+    encode(&Reply::Refused { uid })
+}
+
+fn encode(reply: &Reply) -> Vec<u8> {
     let mut buf = Vec::new();
-    frame(&mut buf, Some(&serde_json::to_vec(&Reply::Pong)?));
-    w.write_all(&buf).await
+    // A reply without output cannot fail to serialize (no maps with non-string keys).
+    frame(
+        &mut buf,
+        Some(&serde_json::to_vec(reply).unwrap_or_default()),
+    );
+    buf
 }
 
 /// Reads a reply whose streams were captured with `max_output`.
 pub async fn read_reply(
     r: &mut (impl AsyncRead + Unpin),
     max_output: usize,
-) -> std::io::Result<Result<Option<Finished>, RunError>> {
+) -> std::io::Result<Answer> {
     match read_json::<Reply>(r).await? {
-        Reply::Pong => Ok(Ok(None)),
-        Reply::Failed(e) => Ok(Err(e)),
+        Reply::Pong => Ok(Answer::Pong),
+        Reply::Refused { uid } => Ok(Answer::Refused { uid }),
+        Reply::Failed(e) => Ok(Answer::Failed(e)),
         Reply::Finished {
             ending,
             stdout_total,
@@ -186,11 +214,11 @@ pub async fn read_reply(
                 tail: read_frame(r, TAIL).await?.unwrap_or_default(),
                 total: stderr_total,
             };
-            Ok(Ok(Some(Finished {
+            Ok(Answer::Finished(Finished {
                 ending,
                 stdout,
                 stderr,
-            })))
+            }))
         }
     }
 }

@@ -1,65 +1,28 @@
 //! The executor end to end: the real `mcc-executor` binary serving a real Unix socket,
 //! real tool processes, and the gateway's client ([`ExecutorClient`]).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{alive, out, shell};
 use mcc_catalog::EnvPassthrough;
-use mcc_catalog::env::EnvSpec;
 use mcc_executor::limits::Rlimits;
-use mcc_executor::{Address, Ending, ExecutorClient, Request, RunError, Runtime};
+use mcc_executor::{Address, Ending, ExecutorClient, RunError, Runtime};
 
-/// A running `mcc-executor serve`, killed on drop.
-struct Executor {
-    child: Child,
-}
+struct Executor;
 
 impl Executor {
-    fn start(socket: &Path, env: &[(&str, &str)]) -> Self {
+    fn start(socket: &Path, env: &[(&str, &str)]) -> common::Executor {
         let _ = std::fs::remove_file(socket);
-        Self::start_at(&Address::Path(socket.to_path_buf()), env)
+        common::Executor::start_at(&Address::Path(socket.to_path_buf()), env)
     }
 
-    fn start_at(address: &Address, env: &[(&str, &str)]) -> Self {
-        let child = Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
-            .args(["serve", "--socket", &address.to_string()])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("MCC_EXECUTOR_SOCKET", address.to_string())
-            .envs(env.iter().copied())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("mcc-executor starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !connectable(address) {
-            assert!(Instant::now() < deadline, "the executor never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Self { child }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Executor {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn connectable(address: &Address) -> bool {
-    use std::os::linux::net::SocketAddrExt;
-    use std::os::unix::net::{SocketAddr, UnixStream};
-    match address {
-        Address::Path(path) => UnixStream::connect(path).is_ok(),
-        Address::Abstract(name) => SocketAddr::from_abstract_name(name)
-            .and_then(|addr| UnixStream::connect_addr(&addr))
-            .is_ok(),
+    fn start_at(address: &Address, env: &[(&str, &str)]) -> common::Executor {
+        common::Executor::start_at(address, env)
     }
 }
 
@@ -67,35 +30,10 @@ fn client(socket: &Path) -> ExecutorClient {
     ExecutorClient::new(Address::Path(socket.to_path_buf()))
 }
 
-fn shell(line: &str) -> Request {
-    Request {
-        program: "/bin/sh".into(),
-        args: vec!["-c".into(), line.into()],
-        env: EnvSpec {
-            floor: vec!["PATH".into(), "HOME".into()],
-            passthrough: EnvPassthrough::All(false),
-            set: BTreeMap::new(),
-            cwd_on_pythonpath: false,
-            ..EnvSpec::default()
-        },
-        max_output: 1000,
-        ..Request::default()
-    }
-}
-
-fn out(f: &mcc_executor::Finished) -> String {
-    String::from_utf8_lossy(&f.stdout.bytes).into_owned()
-}
-
 fn setup() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("executor.sock");
     (dir, socket)
-}
-
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists.
-    unsafe { libc::kill(pid, 0) == 0 }
 }
 
 async fn wait_for_pid(file: &Path) -> i32 {
