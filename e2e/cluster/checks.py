@@ -29,6 +29,7 @@ def run(c):
     gateways(c)
     metrics_token(c)
     credentials(c)
+    forged_token_flood(c)
     pending_sa = deleted_service_account_start(c)
     propagation(c)
     tenancy(c)
@@ -169,6 +170,36 @@ def credentials(c):
     c.check("a token of another audience is refused (401)", status == 401, f"{status} {body[:200]}")
     text, err = mcp(base, other, "whoami", {})
     c.check("... and through the SDK", err and "(HTTP [401])" in text, text[:200])
+
+
+def forged_token_flood(c):
+    """Issue 32, item 3: made-up and forged bearer tokens, far more than the review
+    budget, are refused by the signature check without spending it, so a new genuine
+    token right after still works."""
+    base = c.bases()[0]
+    real = c.kube.token("agents", "research-agent", audience=AUDIENCE)
+    head, payload, signature = real.split(".")
+    forged = [f"{head}.{payload}.{secrets.token_urlsafe(len(signature) * 3 // 4)}" for _ in range(150)]
+    forged += [secrets.token_urlsafe(40) for _ in range(150)]
+    statuses = {}
+    lock = threading.Lock()
+
+    def send(token):
+        status, _ = http(f"{base}/v1/whoami", token)
+        with lock:
+            statuses[status] = statuses.get(status, 0) + 1
+    threads = [threading.Thread(target=send, args=(t,)) for t in forged]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    c.report.timing("300 forged tokens refused", time.monotonic() - started)
+    c.check("300 forged tokens (re-signed and made up) are all refused 401, none 503",
+            statuses == {401: len(forged)}, statuses)
+    fresh = c.kube.token("agents", "research-agent", audience=AUDIENCE)
+    c.check("a new genuine token right after the flood is accepted",
+            c.whoami(base, fresh) == "research-agent", fresh[:20])
 
 
 def deleted_service_account_start(c):

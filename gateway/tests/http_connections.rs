@@ -36,6 +36,7 @@ async fn start() -> (
     let limits = ConnectionLimits {
         header_read_timeout: Duration::from_secs(5),
         body_read_timeout: Duration::from_secs(5),
+        loopback_peers_only: false,
     };
     let shutdown = CancellationToken::new();
     let served = tokio::spawn(serve(listener, router(), limits, shutdown.clone()));

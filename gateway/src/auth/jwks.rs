@@ -73,13 +73,52 @@ impl KeySet {
 type HttpClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
 /// A JWKS document larger than this is refused (a key set is a few kilobytes).
-const MAX_JWKS_BYTES: usize = 1 << 20;
+pub const MAX_JWKS_BYTES: usize = 1 << 20;
 
-/// The cached key set of one JWKS URL.
-pub struct JwksCache {
-    options: JwksOptions,
+/// Where a key set document comes from: an identity provider's URL ([`JwksCache::new`]),
+/// or the Kubernetes API server's ServiceAccount keys (`crate::kube::sa_keys`).
+#[async_trait::async_trait]
+pub trait JwksSource: Send + Sync {
+    /// The document (at most [`MAX_JWKS_BYTES`]), or why there is none.
+    async fn get(&self) -> Result<Bytes, String>;
+    /// Where it comes from, for log lines.
+    fn describe(&self) -> &str;
+}
+
+/// A JWKS URL over HTTP(S).
+struct HttpSource {
+    url: String,
     uri: Uri,
     client: HttpClient,
+}
+
+#[async_trait::async_trait]
+impl JwksSource for HttpSource {
+    async fn get(&self) -> Result<Bytes, String> {
+        let response = self
+            .client
+            .get(self.uri.clone())
+            .await
+            .map_err(|e| error_chain(&e))?;
+        if !response.status().is_success() {
+            return Err(format!("HTTP {}", response.status()));
+        }
+        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the body: {e}"))?;
+        Ok(body.to_bytes())
+    }
+
+    fn describe(&self) -> &str {
+        &self.url
+    }
+}
+
+/// The cached key set of one source.
+pub struct JwksCache {
+    options: JwksOptions,
+    source: Box<dyn JwksSource>,
     current: RwLock<Arc<KeySet>>,
     /// Single-flight fetching; holds the instant of the last attempt (success or not).
     fetch: tokio::sync::Mutex<Option<Instant>>,
@@ -113,13 +152,22 @@ impl JwksCache {
             return Err(JwksSetupError::PlainHttp(options.url.clone()));
         }
         let client = http_client(options.ca_pem.as_deref())?;
-        Ok(Self {
-            options,
+        let source = HttpSource {
+            url: options.url.clone(),
             uri,
             client,
+        };
+        Ok(Self::with_source(options, Box::new(source)))
+    }
+
+    /// A cache over `source` (`options.url` and `options.ca_pem` are not used).
+    pub fn with_source(options: JwksOptions, source: Box<dyn JwksSource>) -> Self {
+        Self {
+            options,
+            source,
             current: RwLock::default(),
             fetch: tokio::sync::Mutex::new(None),
-        })
+        }
     }
 
     /// The key for a token's `kid`. A set is refreshed from half its TTL on, and never
@@ -162,7 +210,7 @@ impl JwksCache {
                 unknown_if_missing(&new_set, kid)
             }
             Err(reason) => {
-                tracing::warn!(url = %self.options.url, %reason, "JWKS fetch failed");
+                tracing::warn!(source = %self.source.describe(), %reason, "JWKS fetch failed");
                 // Keys fetched less than a TTL ago are still trusted; older ones are not.
                 // The caller gets no detail: the URL and the cause are for the log.
                 self.usable(&set, kid)
@@ -191,35 +239,19 @@ impl JwksCache {
     }
 
     async fn fetch_set(&self) -> Result<KeySet, String> {
-        let url = &self.options.url;
-        let body = tokio::time::timeout(self.options.http_timeout, self.get_body())
+        let from = self.source.describe();
+        let body = tokio::time::timeout(self.options.http_timeout, self.source.get())
             .await
             .map_err(|_| {
                 format!(
-                    "GET {url}: no answer within {:?}",
+                    "GET {from}: no answer within {:?}",
                     self.options.http_timeout
                 )
             })?
-            .map_err(|e| format!("GET {url}: {e}"))?;
+            .map_err(|e| format!("GET {from}: {e}"))?;
         let json: serde_json::Value =
-            serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))?;
-        parse_set(&json).map_err(|e| format!("GET {url}: {e}"))
-    }
-
-    async fn get_body(&self) -> Result<Bytes, String> {
-        let response = self
-            .client
-            .get(self.uri.clone())
-            .await
-            .map_err(|e| error_chain(&e))?;
-        if !response.status().is_success() {
-            return Err(format!("HTTP {}", response.status()));
-        }
-        let body = Limited::new(response.into_body(), MAX_JWKS_BYTES)
-            .collect()
-            .await
-            .map_err(|e| format!("reading the body: {e}"))?;
-        Ok(body.to_bytes())
+            serde_json::from_slice(&body).map_err(|e| format!("GET {from}: not JSON: {e}"))?;
+        parse_set(&json).map_err(|e| format!("GET {from}: {e}"))
     }
 }
 

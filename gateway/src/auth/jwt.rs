@@ -411,7 +411,7 @@ fn pem_key(pem: &[u8], field: &'static str) -> Result<VerifyingKey, JwtSetupErro
 }
 
 /// What went wrong, in words safe to send back to the caller.
-fn describe(kind: &ErrorKind) -> String {
+pub(crate) fn describe(kind: &ErrorKind) -> String {
     match kind {
         ErrorKind::ExpiredSignature => "token expired".into(),
         ErrorKind::ImmatureSignature => "token not yet valid (nbf)".into(),

@@ -6,8 +6,9 @@
 //! - [`env`]: `envFrom`/`valueFrom` values from Secrets and ConfigMaps at execution time;
 //! - [`pods`]: the pod runtime (`runtime: pod` Tools, each call in its own Pod) and the
 //!   sweeper of Pods a crashed replica left behind;
-//! - [`token_review`]: ServiceAccount tokens checked with the TokenReview API for the
-//!   `kubernetes` auth backend;
+//! - [`token_review`], [`sa_keys`], [`review_memory`]: ServiceAccount tokens for the
+//!   `kubernetes` auth backend, checked against the API server's signing keys, then with
+//!   the TokenReview API, the answers remembered;
 //! - [`errors`]: what an API failure may tell callers (the detail is logged).
 //!
 //! Tests play the API server with `mcc_catalog::kube_mock` (kube `Client` over
@@ -16,6 +17,8 @@
 pub mod env;
 pub mod errors;
 pub mod pods;
+pub mod review_memory;
+pub mod sa_keys;
 pub mod shards;
 pub mod token_review;
 pub mod watch;
