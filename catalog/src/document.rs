@@ -36,6 +36,25 @@ pub const COMPRESS_ABOVE: usize = 256 * 1024;
 /// bytes) and binaryData travels base64-encoded; this leaves room for metadata.
 pub const MAX_PAYLOAD: usize = 1_000_000;
 
+/// The most text a catalog document may decompress to: far above what the largest
+/// publishable catalog holds (its shards carry ~32 MB of gzip), and what bounds the
+/// memory a corrupt or hostile payload (a gzip bomb) makes a gateway allocate.
+pub const MAX_DOCUMENT_BYTES: u64 = 512 << 20;
+
+/// Decompresses gzip `input` into text, refusing to produce more than `limit` bytes.
+pub fn gunzip_bounded(input: impl Read, limit: u64) -> std::io::Result<String> {
+    let mut out = String::new();
+    flate2::read::GzDecoder::new(input)
+        .take(limit + 1)
+        .read_to_string(&mut out)?;
+    if out.len() as u64 > limit {
+        return Err(std::io::Error::other(format!(
+            "it decompresses to more than {limit} bytes (the most a catalog document may hold)"
+        )));
+    }
+    Ok(out)
+}
+
 /// Everything a gateway needs to serve the catalog.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -435,11 +454,7 @@ fn describe_tool(i: usize, value: &serde_json::Value) -> String {
 fn payload_text(json: Option<&str>, gzip: Option<&[u8]>) -> Result<String, DocumentError> {
     let text = match (json, gzip) {
         (Some(text), _) => text.to_string(),
-        (None, Some(bytes)) => {
-            let mut out = String::new();
-            flate2::read::GzDecoder::new(bytes).read_to_string(&mut out)?;
-            out
-        }
+        (None, Some(bytes)) => gunzip_bounded(bytes, MAX_DOCUMENT_BYTES)?,
         (None, None) => return Err(DocumentError::Missing),
     };
     let format = serde_json::from_str::<FormatOnly>(&text)?.format;
@@ -457,6 +472,17 @@ struct FormatOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gzip_bomb_is_refused_at_the_bound() {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(&vec![b' '; 64 << 10]).unwrap();
+        let bomb = gz.finish().unwrap();
+        assert!(bomb.len() < 1024, "{} bytes of gzip", bomb.len());
+        let err = gunzip_bounded(&bomb[..], 4096).unwrap_err();
+        assert!(err.to_string().contains("more than 4096 bytes"), "{err}");
+        assert_eq!(gunzip_bounded(&bomb[..], 64 << 10).unwrap().len(), 64 << 10);
+    }
     use serde_json::json;
 
     fn tool(key: &str) -> CatalogTool {

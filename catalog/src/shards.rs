@@ -229,14 +229,12 @@ impl ShardIndex {
     /// Joins the parts (each already [`Self::check`]ed, in order), decompresses them and
     /// checks the document's hash: the document's JSON text.
     pub fn join(&self, parts: &[Vec<u8>]) -> Result<String, ShardError> {
-        let mut text = String::new();
         let chain = Chain {
             parts,
             part: 0,
             offset: 0,
         };
-        flate2::read::GzDecoder::new(chain)
-            .read_to_string(&mut text)
+        let text = crate::document::gunzip_bounded(chain, crate::document::MAX_DOCUMENT_BYTES)
             .map_err(|source| ShardError::Gzip {
                 hash: self.hash.clone(),
                 source,

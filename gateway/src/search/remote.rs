@@ -5,6 +5,7 @@
 //! `data[i].embedding` (ordered by `data[i].index`) are the vectors. They are
 //! L2-normalized here, whatever the server did. Blocking: call from a blocking task.
 
+use std::io::Read;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,6 +15,9 @@ use super::SearchError;
 
 /// Texts per request, to keep request bodies bounded.
 const BATCH: usize = 64;
+/// The largest embeddings reply read: a batch of 64 vectors of 4096 dimensions is ~6 MB
+/// of JSON.
+const MAX_RESPONSE_BYTES: u64 = 32 << 20;
 
 /// A client of one embeddings endpoint and model.
 pub struct RemoteEmbedder {
@@ -83,12 +87,24 @@ impl RemoteEmbedder {
         }
         let resp = req.send().map_err(|e| err(e.to_string()))?;
         let status = resp.status();
+        // Read no more than a reply can hold: the service is not ours to trust with our
+        // memory.
+        let mut body = Vec::new();
+        resp.take(MAX_RESPONSE_BYTES + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| err(format!("reading the response: {e}")))?;
         if !status.is_success() {
-            let body = resp.text().unwrap_or_default();
+            let body = String::from_utf8_lossy(&body[..body.len().min(4096)]);
             return Err(err(format!("HTTP {status}: {}", truncate(&body, 200))));
         }
-        let mut parsed: Response = resp
-            .json()
+        if body.len() as u64 > MAX_RESPONSE_BYTES {
+            return Err(err(format!(
+                "the response is larger than {MAX_RESPONSE_BYTES} bytes, more than {} \
+                 embeddings take",
+                texts.len()
+            )));
+        }
+        let mut parsed: Response = serde_json::from_slice(&body)
             .map_err(|e| err(format!("unexpected response body: {e}")))?;
         if parsed.data.len() != texts.len() {
             return Err(err(format!(
@@ -120,4 +136,44 @@ pub fn normalized(mut v: Vec<f32>) -> Vec<f32> {
         v.iter_mut().for_each(|x| *x /= norm);
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader, Write};
+
+    use super::*;
+
+    /// A server answering every request with an endless JSON body.
+    fn endless_server() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let mut stream = stream;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n";
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(b"{\"data\": [{\"embedding\": [");
+            let chunk = "0.5,".repeat(16 << 10);
+            while stream.write_all(chunk.as_bytes()).is_ok() {}
+        });
+        format!("http://{addr}/v1")
+    }
+
+    #[test]
+    fn an_endless_reply_is_cut_at_the_bound() {
+        let embedder = RemoteEmbedder::new(&endless_server(), "m", None).unwrap();
+        let err = embedder.embed(&["hello"]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("larger than {MAX_RESPONSE_BYTES} bytes")),
+            "{err}"
+        );
+    }
 }
