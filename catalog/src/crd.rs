@@ -17,6 +17,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits;
 use crate::tool::ParamType;
 
 /// The API group of both resources.
@@ -86,25 +87,31 @@ pub struct ToolSpec {
     pub groups: Vec<String>,
     /// What the tool does, shown to the LLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::DESCRIPTION))]
     pub description: Option<String>,
     /// An example call, shown in the signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::SHORT_TEXT))]
     pub example: Option<String>,
     /// A Jinja shell template run by `sh -c`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::COMMAND))]
     pub exec: Option<String>,
     /// A Python callable `module:attr` run by the stdlib-only runner.
     #[serde(default, rename = "fn", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = limits::CALLABLE))]
     pub func: Option<String>,
     /// MCC's curl shorthand: a URL (quoted) or curl arguments (raw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::COMMAND))]
     pub curl: Option<String>,
     /// The Python interpreter of an fn tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::PATH))]
     pub python: Option<String>,
     /// Declared parameters. An fn tool without them is introspected by the gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::PARAMS))]
     pub params: Option<Vec<ToolParam>>,
     /// Send the validated params as JSON on stdin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -114,14 +121,17 @@ pub struct ToolSpec {
     pub limits: Option<ToolLimits>,
     /// Working directory of the tool process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::PATH))]
     pub cwd: Option<String>,
     /// Environment variables, as in a Pod: `value`, or `valueFrom` a Secret or ConfigMap
     /// key (resolved by the gateway at execution time; never copied into the catalog).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::ENV_ENTRIES), transform = env_item_limits)]
     pub env: Vec<EnvVar>,
     /// Whole Secrets or ConfigMaps as environment (the form of MCC's `env_file`),
     /// applied before `env`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::ENV_ENTRIES), transform = env_from_item_limits)]
     pub env_from: Vec<EnvFromSource>,
     /// `true`: the gateway's whole environment; a list: fnmatch globs of names passed
     /// through; `false` (default): the env floor only.
@@ -146,6 +156,7 @@ pub struct ToolSpec {
     pub rate_limit: Option<Value>,
     /// The return type shown in an fn tool's signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::CALLABLE))]
     pub return_type: Option<String>,
     /// Where the tool runs: a local subprocess of the gateway (default) or a Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -156,7 +167,7 @@ pub struct ToolSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolParam {
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = limits::NAME))]
     pub name: String,
     /// One of `str`, `int`, `float`, `bool`, `list`, `dict` (default `str`).
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
@@ -168,6 +179,7 @@ pub struct ToolParam {
     #[schemars(schema_with = "any_value")]
     pub default: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::SHORT_TEXT))]
     pub description: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "any_value")]
@@ -244,10 +256,12 @@ pub struct PodRuntime {
     /// Node labels the Pod must be scheduled on; keys and values only as the platform
     /// team allows them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = limits::POD_ENTRIES))]
     pub node_selector: BTreeMap<String, String>,
     /// Taints the Pod tolerates; keys only as the platform team allows them (a
     /// toleration without a key tolerates every taint).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = limits::POD_ENTRIES))]
     pub tolerations: Vec<Toleration>,
 }
 
@@ -372,6 +386,30 @@ pub struct ApiKeyStatus {
     /// RFC 3339; absent: never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+}
+
+// `env[].name` and `.value`, `envFrom[].prefix`: fields of the Kubernetes types, bounded
+// here (the same limits `limits::check_tool` applies to objects admitted before them).
+fn env_item_limits(schema: &mut Schema) {
+    item_property_max(schema, "name", limits::NAME);
+    item_property_max(schema, "value", limits::ENV_VALUE);
+}
+
+fn env_from_item_limits(schema: &mut Schema) {
+    item_property_max(schema, "prefix", limits::NAME);
+}
+
+/// Sets `maxLength` on a string property of an array's (inlined) item schema. A schema of
+/// another shape is a generator change that the CRD tests catch (the limit is missing).
+fn item_property_max(schema: &mut Schema, property: &str, max: usize) {
+    if let Some(p) = schema
+        .get_mut("items")
+        .and_then(|i| i.get_mut("properties"))
+        .and_then(|p| p.get_mut(property))
+        .and_then(|p| p.as_object_mut())
+    {
+        p.insert("maxLength".into(), max.into());
+    }
 }
 
 fn any_value(_: &mut SchemaGenerator) -> Schema {

@@ -9,7 +9,8 @@
 //!   one ConfigMap, or split across several when large) and gateways
 //!   in Kubernetes mode load, and the API-key format it carries;
 //! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
-//! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources.
+//! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
+//!   the size limits of a Tool's text and lists, for its schema and the operator alike.
 
 pub mod apikey;
 pub mod context;
@@ -19,6 +20,7 @@ pub mod document;
 pub mod env;
 pub mod introspect;
 pub mod key;
+pub mod limits;
 #[cfg(feature = "kube-mock")]
 pub mod kube_mock;
 pub mod load;

@@ -34,6 +34,7 @@ def run(c):
     propagation(c)
     tenancy(c)
     pod_runtime(c)
+    budget(c)
     least_privilege(c)
     shards(c)
     leader_election(c)
@@ -344,6 +345,39 @@ def pod_runtime(c):
         c.check("the call's Pod and Secret are deleted after the timeout", bool(gone))
 
 
+def budget(c):
+    """A namespace over its catalog budget (values.yaml: 16Ki for the pod namespace): its
+    newest Tool is refused on its status, its older ones stay, and a UserGrant removal
+    still reaches both gateways."""
+    big = "hog " * 3000  # 12,000 characters: under the description limit, over half the budget
+    spec = {"groups": ["public"], "exec": "echo hog", "runtime": {"pod": {}}, "description": big}
+    c.kube.apply([tool("hog-old", PODS_NS, dict(spec, name="hog_old"))])
+    cond = c.wait_ready("tools.mcc.dev", "hog-old", PODS_NS, timeout=30)
+    c.check("a Tool within its namespace's budget is Ready", bool(cond),
+            c.condition("tools.mcc.dev", "hog-old", PODS_NS))
+    time.sleep(1.1)  # a later creationTimestamp (whole seconds): the newer one is refused
+    c.kube.apply([tool("hog-new", PODS_NS, dict(spec, name="hog_new"))])
+    cond = c.wait_ready("tools.mcc.dev", "hog-new", PODS_NS, timeout=30, status="False")
+    c.check("the newest Tool of a namespace over its budget is refused (NamespaceBudgetExceeded)",
+            bool(cond) and cond.get("reason") == "NamespaceBudgetExceeded"
+            and "over its budget of 16384 bytes" in cond.get("message", ""),
+            c.condition("tools.mcc.dev", "hog-new", PODS_NS))
+    old = c.condition("tools.mcc.dev", "hog-old", PODS_NS)
+    c.check("... while its older Tool stays Ready", bool(old) and old.get("status") == "True", old)
+    served = c.on_every_gateway(lambda b: http(f"{b}/v1/tools/public.hog_old", c.alice_key)[0] == 200
+                                and http(f"{b}/v1/tools/public.hog_new", c.alice_key)[0] == 404, 30)
+    c.check("... and both gateways serve the older one, not the newer one", served is not None)
+
+    c.kube.apply([grant("carol", NS, {"username": "carol", "groups": ["public"], "apiKey": {"enabled": True}})])
+    carol, _ = wait_for(lambda: c.api_key("carol"), 30, 0.2)
+    c.on_every_gateway(lambda b: c.whoami(b, carol) == "carol", 30)
+    c.kube.run("-n", NS, "delete", "usergrants.mcc.dev", "carol")
+    took = c.on_every_gateway(lambda b: c.whoami(b, carol) == 401, 30)
+    c.check("... and a UserGrant removal still revokes its key on both gateways within 5 s",
+            took is not None and took <= PROPAGATION, took)
+    c.kube.run("-n", PODS_NS, "delete", "tools.mcc.dev", "hog-old", "hog-new")
+
+
 def compare_to_golden(golden, pod):
     """Differences in what the golden file fixes (values that vary per call aside)."""
     diffs = []
@@ -388,6 +422,7 @@ def least_privilege(c):
         (gw, "no", ["patch", f"configmaps/{CATALOG}"], NS),
         (op, "yes", ["patch", f"configmaps/{CATALOG}-shard-a-0"], NS),
         (op, "yes", ["delete", f"configmaps/{CATALOG}-shard-b-15"], NS),
+        (op, "yes", ["get", f"configmaps/{CATALOG}-shard-a-3"], NS),  # read back at start
         (op, "yes", ["patch", "tools.mcc.dev/x", "--subresource", "status"], TENANT_NS),
         (op, "yes", ["list", "secrets"], NS),
         (op, "no", ["list", "secrets"], TENANT_NS),

@@ -2,7 +2,8 @@
 //!
 //! - [`catalog_tool`]: a `Tool` resource → a [`CatalogTool`], through
 //!   [`mcc_catalog::spec::build_tool`] (the file loader's rules; none is repeated here).
-//!   Only what has no MCC YAML form is checked here: the Kubernetes env references.
+//!   Only what has no MCC YAML form is checked here: the Kubernetes env references, and
+//!   the size limits of [`mcc_catalog::limits`] (the CRD schema's, for older objects).
 //! - [`tool_resource`]: a catalog [`Tool`] loaded from an MCC YAML file → a `Tool`
 //!   resource, every field preserved; an `env_file` becomes an `envFrom` reference to a
 //!   Secret that [`crate::manifests`] generates from the dotenv file.
@@ -39,6 +40,9 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     let namespace = resource.metadata.namespace.clone().unwrap_or_default();
     let name = resource.metadata.name.clone().unwrap_or_default();
     let spec = &resource.spec;
+    // First: the API server applies these limits only to objects written after the CRD
+    // that has them; one stored before must not reach the catalog either.
+    mcc_catalog::limits::check_tool(spec).map_err(|e| invalid(e.field, e.message))?;
     let (plain_env, env_value_from) = split_env(&spec.env)?;
     let env_from = env_from_refs(&spec.env_from)?;
     let env_passthrough = raw_field::<EnvPassthrough>(&spec.env_passthrough, "envPassthrough")?;
@@ -433,6 +437,24 @@ mod tests {
             e.to_string(),
             "spec.params[0]: Unknown type 'string' for parameter 'a'"
         );
+    }
+
+    /// A Tool stored before the CRD had its size limits is refused as the API server now
+    /// would refuse it, naming the field and the limit.
+    #[test]
+    fn objects_over_the_size_limits_are_invalid() {
+        let long = "x".repeat(mcc_catalog::limits::DESCRIPTION + 1);
+        let e = catalog_tool(&resource(json!({"name": "x", "exec": "ls", "description": long})))
+            .unwrap_err();
+        assert_eq!(e.field, "description");
+        assert_eq!(
+            e.to_string(),
+            "spec.description: 16385 characters, over the limit of 16384 characters"
+        );
+        let e = catalog_tool(&resource(json!({"name": "x", "exec": "ls",
+            "params": [{"name": "a", "override": "v".repeat(20_000)}]})))
+        .unwrap_err();
+        assert_eq!(e.field, "params[0].override");
     }
 
     #[test]

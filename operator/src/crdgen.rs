@@ -73,6 +73,57 @@ mod tests {
     }
 }
 
+/// The size limits of `mcc_catalog::limits` are in the Tool schema, where admission
+/// applies them (the operator applies the same constants to older objects).
+#[cfg(test)]
+mod limit_tests {
+    use kube::CustomResourceExt;
+    use mcc_catalog::crd::Tool;
+    use mcc_catalog::limits;
+    use serde_json::Value;
+
+    /// The node at `path` (`a.b[].c`) under the spec schema.
+    fn node<'a>(spec: &'a Value, path: &str) -> &'a Value {
+        path.split('.').fold(spec, |n, part| match part.strip_suffix("[]") {
+            Some(p) => &n["properties"][p]["items"],
+            None => &n["properties"][part],
+        })
+    }
+
+    #[test]
+    fn every_free_text_field_and_list_is_bounded() {
+        let crd = serde_json::to_value(Tool::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let cases = [
+            ("description", "maxLength", limits::DESCRIPTION),
+            ("example", "maxLength", limits::SHORT_TEXT),
+            ("exec", "maxLength", limits::COMMAND),
+            ("curl", "maxLength", limits::COMMAND),
+            ("fn", "maxLength", limits::CALLABLE),
+            ("returnType", "maxLength", limits::CALLABLE),
+            ("python", "maxLength", limits::PATH),
+            ("cwd", "maxLength", limits::PATH),
+            ("params", "maxItems", limits::PARAMS),
+            ("params[].name", "maxLength", limits::NAME),
+            ("params[].description", "maxLength", limits::SHORT_TEXT),
+            ("env", "maxItems", limits::ENV_ENTRIES),
+            ("env[].name", "maxLength", limits::NAME),
+            ("env[].value", "maxLength", limits::ENV_VALUE),
+            ("envFrom", "maxItems", limits::ENV_ENTRIES),
+            ("envFrom[].prefix", "maxLength", limits::NAME),
+            ("runtime.pod.nodeSelector", "maxProperties", limits::POD_ENTRIES),
+            ("runtime.pod.tolerations", "maxItems", limits::POD_ENTRIES),
+        ];
+        for (path, keyword, limit) in cases {
+            assert_eq!(
+                node(spec, path)[keyword].as_u64(),
+                Some(limit as u64),
+                "spec.{path} {keyword}"
+            );
+        }
+    }
+}
+
 /// The API server's structural-schema rules that a generator can break.
 #[cfg(test)]
 mod structural_tests {

@@ -29,7 +29,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the controllers (in a cluster, or against the current kubeconfig).
-    Run(RunArgs),
+    // Boxed: its settings make it far larger than the other subcommands.
+    Run(Box<RunArgs>),
     /// Write the CRD manifests (run from the repository root).
     Crdgen {
         /// Directories to write into (default: crds and charts/mcc/crds).
@@ -118,7 +119,7 @@ fn main() -> std::process::ExitCode {
         }),
         Command::Run(args) => tokio::runtime::Runtime::new()
             .context("cannot start the async runtime")
-            .and_then(|rt| rt.block_on(run(args))),
+            .and_then(|rt| rt.block_on(run(*args))),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -157,6 +158,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespace_groups = ?policy.groups,
         pod_namespaces = ?policy.pod_namespaces,
         pod_policy = ?policy.pod_policy,
+        namespace_tool_bytes = ?policy.tool_bytes,
         "tenancy settings"
     );
     let metrics = Arc::new(Metrics::default());

@@ -53,6 +53,9 @@ pub struct Metrics {
     pub catalog_tools: Gauge,
     /// Shard ConfigMaps of the last published catalog (0: one ConfigMap).
     pub catalog_shards: Gauge,
+    /// 1 while the catalog is too large and is published with the tools of the last one
+    /// that fit (users, grants and keys still current).
+    pub catalog_tools_held: Gauge,
     /// Objects not Ready in the last assembly, by kind and reason (counts only: names
     /// are on the objects' statuses).
     excluded: Family<ExcludedLabel, Gauge>,
@@ -72,6 +75,7 @@ impl Default for Metrics {
         let catalog_bytes = Gauge::default();
         let catalog_tools = Gauge::default();
         let catalog_shards = Gauge::default();
+        let catalog_tools_held = Gauge::default();
         let excluded = Family::<ExcludedLabel, Gauge>::default();
         registry.register("reconciliations", "Reconciles run", reconciles.clone());
         registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
@@ -101,6 +105,11 @@ impl Default for Metrics {
             catalog_shards.clone(),
         );
         registry.register(
+            "catalog_tools_held",
+            "1 while the catalog is too large and is published with the tools of the last one that fit",
+            catalog_tools_held.clone(),
+        );
+        registry.register(
             "objects_not_ready",
             "Tools and UserGrants not Ready in the last assembly, by reason",
             excluded.clone(),
@@ -114,6 +123,7 @@ impl Default for Metrics {
             catalog_bytes,
             catalog_tools,
             catalog_shards,
+            catalog_tools_held,
             excluded,
         }
     }

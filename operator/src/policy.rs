@@ -2,7 +2,8 @@
 //! operator acts on, where UserGrants count, which namespaces may run Tools in the gateway's
 //! shared local runtime, which groups each namespace may publish Tools under, and where
 //! and with what the gateway may create a pod Tool's Pods ([`PodScope`], [`PodAllowance`]:
-//! the rule is [`Policy::refused_pod_spec`]).
+//! the rule is [`Policy::refused_pod_spec`]), and how many catalog bytes each namespace's
+//! Tools may take ([`Policy::tool_budget`]).
 //!
 //! [`crate::assemble`] is the only caller of these rules, so the reconcilers (statuses)
 //! and the publisher (the catalog) agree by construction. Parsing the settings that build
@@ -42,6 +43,9 @@ pub struct Policy {
     /// ask for beyond the defaults. A namespace's own entry replaces `*`'s, it does not
     /// add to it.
     pub pod_policy: BTreeMap<String, PodAllowance>,
+    /// Namespace (or `*`: every namespace without its own entry) → the bytes its Tools
+    /// may take in the catalog ([`Policy::tool_budget`]); no entry: no budget.
+    pub tool_bytes: BTreeMap<String, u64>,
 }
 
 /// The namespaces where the gateway may create Pods.
@@ -90,6 +94,7 @@ impl Policy {
             groups: None,
             pod_namespaces: PodScope::Off,
             pod_policy: BTreeMap::new(),
+            tool_bytes: BTreeMap::new(),
         }
     }
 
@@ -124,6 +129,18 @@ impl Policy {
         groups.iter().find(|g| !allows(g)).map(|g| GroupRefusal {
             group: Some(g.clone()),
         })
+    }
+}
+
+impl Policy {
+    /// The catalog bytes `namespace`'s Tools may take together, with the entry that sets
+    /// it (the namespace's own, else `*`'s); `None`: no budget. The rule that applies it
+    /// is [`crate::assemble::tools`]' (the newest Tools over it are left out).
+    pub fn tool_budget(&self, namespace: &str) -> Option<(&str, u64)> {
+        self.tool_bytes
+            .get_key_value(namespace)
+            .or_else(|| self.tool_bytes.get_key_value("*"))
+            .map(|(k, v)| (k.as_str(), *v))
     }
 }
 

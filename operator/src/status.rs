@@ -18,6 +18,9 @@ pub const FIELD_MANAGER: &str = "mcc-operator";
 /// The reason of a UserGrant's `Ready=False` when its API key cannot be issued.
 pub const API_KEY_NOT_ISSUED: &str = "ApiKeyNotIssued";
 
+/// The reason of a Tool's `Ready=False` when its namespace's Tools are over their budget.
+pub const NAMESPACE_BUDGET_EXCEEDED: &str = "NamespaceBudgetExceeded";
+
 /// The reason of every Tool's `Ready=False` while the catalog cannot be published.
 pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
 
@@ -91,6 +94,19 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
         Verdict::PodSpecNotAllowed { namespace, refusal } => {
             (false, "PodSpecNotAllowed", pod_refusal(namespace, refusal))
         }
+        Verdict::NamespaceBudgetExceeded {
+            namespace,
+            entry,
+            budget,
+            total,
+            size,
+        } => (
+            false,
+            NAMESPACE_BUDGET_EXCEEDED,
+            format!(
+                "the Tools of namespace {namespace} take {total} bytes of the catalog, over its budget of {budget} bytes (operator setting MCC_NAMESPACE_TOOL_BYTES, entry '{entry}'; chart value operator.namespaceToolBytes): its newest Tools are left out, this one ({size} bytes) among them; delete or shrink Tools of the namespace, or ask the platform team for a larger budget"
+            ),
+        ),
         Verdict::UntrustedNamespace { namespace } => (
             false,
             "UntrustedNamespace",

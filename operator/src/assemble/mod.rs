@@ -5,8 +5,9 @@
 //!
 //! - [`tools`]: a Tool is served when it is valid, its namespace may publish under its
 //!   groups and may use its runtime (the local runtime; or the pod runtime, with only
-//!   the pod settings allowed there), and its namespace owns its key (see there for what
-//!   "owns" means);
+//!   the pod settings allowed there), it fits its namespace's budget of catalog bytes
+//!   (the oldest Tools first), and its namespace owns its key (see there for what "owns"
+//!   means);
 //! - [`grants`]: a UserGrant counts only in a trusted namespace; an API key whose prefix an
 //!   older grant's key already has is left out.
 //!
@@ -25,6 +26,8 @@ use crate::policy::{PodRefusal, Policy};
 pub mod grants;
 pub mod tools;
 
+#[cfg(test)]
+mod budget_tests;
 #[cfg(test)]
 mod pod_tests;
 #[cfg(test)]
@@ -63,6 +66,16 @@ pub enum Verdict {
     PodSpecNotAllowed {
         namespace: String,
         refusal: Box<PodRefusal>,
+    },
+    /// Excluded: the namespace's Tools take more catalog bytes than its budget (`total`
+    /// over `budget`, set by the policy entry `entry`), and this Tool (`size` bytes) is
+    /// among its newest, which are left out until the rest fits.
+    NamespaceBudgetExceeded {
+        namespace: String,
+        entry: String,
+        budget: u64,
+        total: u64,
+        size: u64,
     },
     /// A UserGrant outside the trusted namespaces: contributes nothing.
     UntrustedNamespace { namespace: String },

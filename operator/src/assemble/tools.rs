@@ -6,8 +6,13 @@
 //! runtime: for `runtime: local`, the gateway's shared local runtime
 //! (`LocalRuntimeNotAllowed`); for `runtime: pod`, the gateway may create Pods there
 //! (`PodRuntimeNotAllowed`) and the Pod asks only for what the platform team allowed the
-//! namespace ([`Policy::refused_pod_spec`]; `PodSpecNotAllowed`). Eligible Tools then
-//! compete for their key:
+//! namespace ([`Policy::refused_pod_spec`]; `PodSpecNotAllowed`), and it fits its
+//! namespace's budget ([`Policy::tool_budget`]; `NamespaceBudgetExceeded`): a namespace's
+//! admitted Tools count their bytes in the catalog document (their JSON entry), oldest
+//! first (creationTimestamp, then name); from the first Tool that would pass the budget
+//! on, that Tool and every newer one of the namespace are left out, so a namespace over
+//! budget loses its newest Tools, never the ones already relied on, and never another
+//! namespace's. Eligible Tools then compete for their key:
 //!
 //! - **The namespace that owns a key** is the namespace whose Tool serves it now (its
 //!   status says `Ready` with this key). A Tool of another namespace cannot take a served
@@ -67,6 +72,7 @@ pub(super) fn assemble(out: &mut Assembly, tools: &[Arc<Tool>], policy: &Policy)
             }
         }
     }
+    let eligible = within_budget(out, eligible, policy);
     let server = servers(&eligible);
     for e in eligible {
         let key = e.tool.tool.key.clone();
@@ -141,6 +147,64 @@ fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogToo
             None => Ok(tool),
         },
     }
+}
+
+/// The eligible Tools that fit their namespace's budget; the others get
+/// `NamespaceBudgetExceeded`. `eligible` is oldest first.
+fn within_budget<'a>(
+    out: &mut Assembly,
+    eligible: Vec<Eligible<'a>>,
+    policy: &Policy,
+) -> Vec<Eligible<'a>> {
+    if policy.tool_bytes.is_empty() {
+        return eligible;
+    }
+    // Its entry in the document, as the catalog's size is counted (before compression,
+    // which depends on the other tools).
+    let size = |e: &Eligible<'_>| serde_json::to_vec(&e.tool).map_or(0, |v| v.len()) as u64;
+    let sized: Vec<(u64, Eligible<'a>)> = eligible.into_iter().map(|e| (size(&e), e)).collect();
+    let mut totals: BTreeMap<&str, u64> = BTreeMap::new();
+    for (bytes, e) in &sized {
+        *totals.entry(e.namespace.as_str()).or_default() += bytes;
+    }
+    let totals: BTreeMap<String, u64> = totals
+        .into_iter()
+        .map(|(ns, t)| (ns.to_string(), t))
+        .collect();
+    let mut spent: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut kept = Vec::new();
+    for (bytes, e) in sized {
+        let Some((entry, budget)) = policy.tool_budget(&e.namespace) else {
+            kept.push(e);
+            continue;
+        };
+        // `None`: the budget is spent; every newer Tool of the namespace is left out.
+        let used = spent.entry(e.namespace.clone()).or_insert(Some(0));
+        match used.map(|u| u + bytes).filter(|u| *u <= budget) {
+            Some(u) => {
+                *used = Some(u);
+                kept.push(e);
+            }
+            None => {
+                *used = None;
+                out.tools.insert(
+                    e.id,
+                    ToolVerdict {
+                        key: Some(e.tool.tool.key.clone()),
+                        kind: Some(kind_name(&e.tool)),
+                        verdict: Verdict::NamespaceBudgetExceeded {
+                            total: totals[&e.namespace],
+                            namespace: e.namespace,
+                            entry: entry.to_string(),
+                            budget,
+                            size: bytes,
+                        },
+                    },
+                );
+            }
+        }
+    }
+    kept
 }
 
 /// Whether the Tool's status says it serves `key` now. A catalog that could not be

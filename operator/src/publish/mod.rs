@@ -8,8 +8,11 @@
 //! waits a short debounce so a burst of changes makes one write, assembles the document
 //! from the watch caches, and writes it by server-side apply only when its content hash
 //! differs from the last one written (read back from the ConfigMap at start). A document
-//! too large even for every shard is not written: the error is logged, counted, and shown on
-//! every Tool's status, and the previous catalog stays in place. When an object's status
+//! too large even for every shard is written with its users, grants and keys but the
+//! tools of the last catalog written ([`CatalogPublisher::publish_or_hold`]), so
+//! revocations still land; why is logged, shown on every Tool's status and in the metric
+//! `mcc_operator_catalog_tools_held`. The per-namespace budgets keep this from happening
+//! when the platform team sets them (see [`crate::assemble::tools`]). When an object's status
 //! no longer matches the assembly (another object changed its verdict), the publisher asks
 //! for a reconcile of every object of that kind.
 
@@ -28,8 +31,10 @@ use crate::controller::tool::expected_ready;
 use crate::status::{API_KEY_NOT_ISSUED, ready_reason, ready_state};
 use crate::{Error, Result};
 
-pub use writer::{CatalogPublisher, SHARD_OF_LABEL};
+pub use writer::{CatalogPublisher, Published, SHARD_OF_LABEL};
 
+#[cfg(test)]
+mod hold_tests;
 #[cfg(test)]
 mod writer_tests;
 
@@ -154,8 +159,15 @@ pub async fn cycle(
     let grants = ctx.grants.state();
     let assembly = assemble(&tools, &grants, &policy);
     ctx.metrics.set_not_ready(&not_ready(&assembly));
-    let result = publisher.publish(&assembly.document, &ctx.metrics).await;
+    let result = publisher
+        .publish_or_hold(&assembly.document, &ctx.metrics)
+        .await;
     let failure = match &result {
+        Ok(Published {
+            held: Some(why), ..
+        }) => Some(format!(
+            "{why}; users, grants and API keys are still published, with the tools of the last catalog that fit (this Tool as it was then, if it was in it)"
+        )),
         Err(Error::Document(e @ DocumentError::TooLarge { .. })) => Some(e.to_string()),
         _ => None,
     };
@@ -170,7 +182,7 @@ pub async fn cycle(
     if grant_statuses_disagree(&assembly, &grants) {
         reconcile_all.grants();
     }
-    result
+    result.map(|p| p.written)
 }
 
 /// Runs the publisher until the stores close.
@@ -399,7 +411,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn large_catalogs_are_compressed_and_too_large_ones_fail_loudly() {
+    async fn large_catalogs_are_compressed_and_too_large_ones_reported() {
         let many: Vec<_> = (0..1500)
             .map(|i| {
                 let mut t = TestTool::exec(&format!("t{i}"), "ns", &format!("tool{i}"));
@@ -422,7 +434,8 @@ mod tests {
         assert!(rx.try_recv().is_ok());
 
         // Incompressible content beyond the limit (one shard here, to keep the test
-        // small): nothing written, every Tool told why.
+        // small): the users (unchanged here) are published with the last tools, so
+        // nothing is written; every Tool told why.
         publisher.max_shards = 1;
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
         let huge: Vec<_> = (0..1100)
@@ -443,10 +456,7 @@ mod tests {
             .collect();
         let ctx = context(publisher.api.clone().into_client(), &huge, &[]);
         let (r, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
-        assert!(matches!(
-            r,
-            Err(Error::Document(DocumentError::TooLarge { .. }))
-        ));
+        assert!(!r.unwrap(), "the catalog in place already holds these users");
         let why = ctx.catalog_error().expect("the failure is recorded");
         assert!(why.contains("too large"), "{why}");
         assert!(rx.try_recv().is_ok(), "every Tool is reconciled to show it");

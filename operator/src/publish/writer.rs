@@ -9,6 +9,11 @@
 //! index and its shards untouched (the next cycle writes again: the hash still differs).
 //! A shard that could not be deleted is retried at the next cycle.
 //!
+//! A document too large even for every shard ([`CatalogPublisher::publish_or_hold`]) is
+//! written with its users (grants, bindings, API keys) and the tools of the last document
+//! written, so revocations and key rotations still land while the tools stay as they
+//! were; the writer keeps those tools (read back from the catalog in place at start).
+//!
 //! Shards are owned by the catalog ConfigMap (an owner reference to the uid this writer
 //! last saw it with), so deleting the catalog (e.g. `helm uninstall`: the chart creates
 //! it) lets the garbage collector delete its shards too.
@@ -21,7 +26,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use mcc_catalog::document::{
-    self, CatalogDocument, Encoded, FORMAT_ANNOTATION, FORMAT_VERSION, HASH_ANNOTATION, Payload,
+    self, CatalogDocument, CatalogTool, DocumentError, Encoded, FORMAT_ANNOTATION,
+    FORMAT_VERSION, GZIP_KEY, HASH_ANNOTATION, Payload,
 };
 use mcc_catalog::shards::{
     self, INDEX_KEY, Layout, PART_HASH_ANNOTATION, PART_KEY, ShardIndex, Slot,
@@ -49,6 +55,19 @@ pub struct CatalogPublisher {
     pub(super) max_shards: usize,
     /// The catalog ConfigMap's uid as last read or written: the owner of the shards.
     catalog_uid: Option<String>,
+    /// The tools of the document in place (`None`: unknown, it could not be read back),
+    /// what a document too large is published with.
+    pub(super) last_tools: Option<Vec<CatalogTool>>,
+}
+
+/// What [`CatalogPublisher::publish_or_hold`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    /// Whether anything was written (the content changed).
+    pub written: bool,
+    /// The document was too large (why): its users were published with the tools of the
+    /// last document written instead of its own.
+    pub held: Option<String>,
 }
 
 impl CatalogPublisher {
@@ -62,6 +81,7 @@ impl CatalogPublisher {
             stale: Vec::new(),
             max_shards: shards::MAX_SHARDS,
             catalog_uid: None,
+            last_tools: None,
         }
     }
 
@@ -89,13 +109,98 @@ impl CatalogPublisher {
             }
             None => None,
         };
+        self.last_tools = match &existing {
+            Some(cm) => self.read_tools(cm).await,
+            None => Some(Vec::new()),
+        };
         Ok(())
+    }
+
+    /// The tools of the document in `cm` (one ConfigMap or an index and its shards);
+    /// `None` when they cannot be read (then a document too large fails as a whole).
+    async fn read_tools(&self, cm: &ConfigMap) -> Option<Vec<CatalogTool>> {
+        let data = cm.data.as_ref();
+        let json = data.and_then(|d| d.get(document::DATA_KEY));
+        let gzip = cm.binary_data.as_ref().and_then(|b| b.get(GZIP_KEY));
+        let read = match (data.and_then(|d| d.get(INDEX_KEY)), json, gzip) {
+            (Some(index), _, _) => self.read_shards(index).await,
+            // The chart's ConfigMap before the first publish: nothing is served yet.
+            (None, None, None) if !cm.annotations().contains_key(HASH_ANNOTATION) => {
+                return Some(Vec::new());
+            }
+            (None, json, gzip) => document::decode(json.map(String::as_str), gzip.map(|b| &b.0[..]))
+                .map_err(|e| e.to_string()),
+        };
+        match read {
+            Ok(doc) => Some(doc.tools),
+            Err(e) => {
+                tracing::warn!(error = %e, "the catalog in place cannot be read back: a catalog too large to publish will not be published at all");
+                None
+            }
+        }
+    }
+
+    async fn read_shards(&self, index: &str) -> Result<CatalogDocument, String> {
+        let index = ShardIndex::parse(&self.name, index).map_err(|e| e.to_string())?;
+        let mut parts = Vec::new();
+        for (n, shard) in index.shards.iter().enumerate() {
+            let cm = self.api.get_opt(&shard.name).await.map_err(|e| e.to_string())?;
+            let part = cm
+                .and_then(|cm| cm.binary_data)
+                .and_then(|mut b| b.remove(PART_KEY))
+                .map(|b| b.0);
+            index.check(n, part.as_deref()).map_err(|e| e.to_string())?;
+            parts.extend(part);
+        }
+        let text = index.join(&parts).map_err(|e| e.to_string())?;
+        serde_json::from_str(&text).map_err(|e| e.to_string())
+    }
+
+    /// Writes `doc` if its content changed. A document too large even for every shard
+    /// is written with the tools of the last document instead of its own (its users,
+    /// grants and keys are what must not wait: a revoked key stops working); it fails
+    /// only when those tools are unknown or that document is too large as well.
+    pub async fn publish_or_hold(
+        &mut self,
+        doc: &CatalogDocument,
+        metrics: &Metrics,
+    ) -> Result<Published> {
+        let too_large = match self.publish(doc, metrics).await {
+            Ok(written) => {
+                metrics.catalog_tools_held.set(0);
+                return Ok(Published {
+                    written,
+                    held: None,
+                });
+            }
+            Err(Error::Document(e @ DocumentError::TooLarge { .. })) => e,
+            Err(e) => return Err(e),
+        };
+        let Some(tools) = self.last_tools.clone() else {
+            return Err(Error::Document(too_large));
+        };
+        let held = CatalogDocument {
+            format: doc.format,
+            tools,
+            users: doc.users.clone(),
+        };
+        let why = too_large.to_string();
+        tracing::warn!(error = %why, tools = held.tools.len(), users = held.users.len(), "the catalog is too large: publishing its users, grants and keys with the tools of the last catalog written");
+        let written = self.publish(&held, metrics).await?;
+        metrics.catalog_tools_held.set(1);
+        Ok(Published {
+            written,
+            held: Some(why),
+        })
     }
 
     /// Writes `doc` if its content changed; `Ok(true)` when it wrote.
     pub async fn publish(&mut self, doc: &CatalogDocument, metrics: &Metrics) -> Result<bool> {
         let encoded = document::encode(doc)?;
         if self.last_hash.as_deref() == Some(encoded.hash.as_str()) {
+            if self.last_tools.is_none() {
+                self.last_tools = Some(doc.tools.clone());
+            }
             self.delete_stale().await;
             return Ok(false);
         }
@@ -142,6 +247,7 @@ impl CatalogPublisher {
         metrics.catalog_bytes.set(bytes as i64);
         metrics.catalog_tools.set(doc.tools.len() as i64);
         metrics.catalog_shards.set(shard_count as i64);
+        self.last_tools = Some(doc.tools.clone());
         if let Some((_, old)) = std::mem::replace(&mut self.current, shard_names) {
             self.stale.extend(old);
         }

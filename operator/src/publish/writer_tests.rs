@@ -180,7 +180,7 @@ async fn a_restart_reads_the_index_and_uses_the_other_slot() {
     let metrics = Metrics::default();
     let doc = document(2500, 3);
     let encoded = document::encode(&doc).unwrap();
-    let mcc_catalog::shards::Layout::Sharded { index, .. } = mcc_catalog::shards::layout(
+    let mcc_catalog::shards::Layout::Sharded { index, parts } = mcc_catalog::shards::layout(
         encoded,
         "mcc-catalog",
         mcc_catalog::shards::Slot::B,
@@ -194,11 +194,20 @@ async fn a_restart_reads_the_index_and_uses_the_other_slot() {
         "data": {INDEX_KEY: serde_json::to_string(&index).unwrap()}});
     let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
     let index_path = path("mcc-catalog");
-    let (r, _) = tokio::join!(
-        publisher.load_last(),
-        api.expect("GET", &index_path, 200, existing)
-    );
+    // The index, then each shard it names (the tools in place are read back).
+    let answers = async {
+        api.expect("GET", &index_path, 200, existing).await;
+        for (shard, part) in index.shards.iter().zip(&parts) {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(part);
+            api.expect("GET", &path(&shard.name), 200, json!({"apiVersion": "v1",
+                "kind": "ConfigMap", "metadata": {"name": shard.name},
+                "binaryData": {PART_KEY: b64}}))
+                .await;
+        }
+    };
+    let (r, ()) = tokio::join!(publisher.load_last(), answers);
     r.unwrap();
+    assert_eq!(publisher.last_tools.as_deref(), Some(&doc.tools[..]));
     let (r, ()) = tokio::join!(publisher.publish(&doc, &metrics), api.expect_nothing());
     assert!(!r.unwrap(), "the same catalog is not rewritten");
 

@@ -12,6 +12,7 @@
 //! | `--namespace-groups` | `MCC_NAMESPACE_GROUPS` | `ns-a=g1,g2;ns-b=*`; unset: any namespace, any group |
 //! | `--pod-namespaces` | `MCC_POD_NAMESPACES` | `*`, or a comma list: where the gateway may create Pods; unset: the pod runtime is off |
 //! | `--pod-policy` | `MCC_POD_POLICY` | JSON: namespace (or `*`) → what its pod Tools may ask for ([`pods`]) |
+//! | `--namespace-tool-bytes` | `MCC_NAMESPACE_TOOL_BYTES` | `ns-a=2Mi;*=1Mi`: catalog bytes each namespace's Tools may take ([`budget`]); unset: no budget |
 //!
 //! An empty value counts as unset.
 
@@ -21,7 +22,10 @@ use kube::core::{Expression, Selector};
 
 use crate::policy::{Groups, PodAllowance, PodScope, Policy};
 
+mod budget;
 mod pods;
+
+pub use budget::quantity;
 
 /// The tenancy flags of `mcc-operator run` (flattened into its arguments).
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -55,6 +59,11 @@ pub struct TenancyArgs {
     /// entry.
     #[arg(long, env = "MCC_POD_POLICY")]
     pub pod_policy: Option<String>,
+    /// The catalog bytes each namespace's Tools may take together: `ns-a=2Mi;*=1Mi`
+    /// (`*`: every namespace without its own entry; default: no budget). Over it, the
+    /// namespace's newest Tools are left out (`NamespaceBudgetExceeded`).
+    #[arg(long, env = "MCC_NAMESPACE_TOOL_BYTES")]
+    pub namespace_tool_bytes: Option<String>,
 }
 
 /// A setting that cannot be used, naming its flag and variable.
@@ -99,6 +108,7 @@ pub struct Tenancy {
     pub groups: Option<BTreeMap<String, Groups>>,
     pub pod_namespaces: PodScope,
     pub pod_policy: BTreeMap<String, PodAllowance>,
+    pub tool_bytes: BTreeMap<String, u64>,
 }
 
 impl TenancyArgs {
@@ -129,6 +139,7 @@ impl TenancyArgs {
                 .transpose()?,
             pod_namespaces: pods::pod_scope(&self.pod_namespaces)?,
             pod_policy: pods::pod_policy(&self.pod_policy)?,
+            tool_bytes: budget::tool_bytes(&self.namespace_tool_bytes)?,
         })
     }
 }
@@ -167,6 +178,7 @@ impl Tenancy {
             groups: self.groups.clone(),
             pod_namespaces: self.pod_namespaces.clone(),
             pod_policy: self.pod_policy.clone(),
+            tool_bytes: self.tool_bytes.clone(),
         })
     }
 

@@ -1,0 +1,275 @@
+//! The size limits of a `Tool`'s free text and lists: one definition of each, used by the
+//! CRD schema (`maxLength`, `maxItems`, `maxProperties` in [`crate::crd`], checked by the
+//! API server at admission) and by [`check_tool`] (feature `crd`), which the operator
+//! applies to every Tool it reads, so an object stored before a limit existed is left out
+//! with a status naming the field, not published.
+//!
+//! Why limits at all: every Tool of every namespace goes into one catalog document of
+//! bounded size (16 ConfigMaps, ~12 MB compressed). A field without a bound lets one
+//! tenant fill it; the per-namespace budget (the operator's `MCC_NAMESPACE_TOOL_BYTES`)
+//! bounds a namespace's total, these bound each object. Text limits count characters, as
+//! the API server's `maxLength` does. Each is far above what a real tool holds (the
+//! examples' longest description is under 100 characters) and none refuses a tool that
+//! could run: command templates get what one `sh -c` argument holds.
+
+/// `description`: what the LLM reads; a long docstring fits several times over.
+pub const DESCRIPTION: usize = 16 * 1024;
+/// `example`, and each param's `description`.
+pub const SHORT_TEXT: usize = 4 * 1024;
+/// `exec`, `curl`, and `transform` (its stages together): Linux's `MAX_ARG_STRLEN`
+/// without its NUL, the most one `sh -c` argument holds. A longer template could never
+/// run ([`crate::template::MAX_RENDERED_BYTES`] bounds every render the same way).
+pub const COMMAND: usize = crate::template::MAX_RENDERED_BYTES;
+/// `fn` (`module.path:callable`) and `returnType`.
+pub const CALLABLE: usize = 1024;
+/// `python` and `cwd`: a path (Linux's `PATH_MAX`).
+pub const PATH: usize = 4096;
+/// A name: a param's `name`, an `env` variable's name, an `envFrom` prefix.
+pub const NAME: usize = 253;
+/// `params` entries.
+pub const PARAMS: usize = 128;
+/// A param's `default`, `example` and `override`: any JSON value, bounded by its
+/// serialized size in bytes (the schema cannot bound a free-form value; the operator does).
+pub const PARAM_VALUE_BYTES: usize = 16 * 1024;
+/// `env` entries, and `envFrom` sources.
+pub const ENV_ENTRIES: usize = 128;
+/// One plain `env` value. Larger values belong in a Secret or ConfigMap (`valueFrom`),
+/// which the catalog never copies.
+pub const ENV_VALUE: usize = 32 * 1024;
+/// `envPassthrough` globs, and `transform` stages.
+pub const LIST_ENTRIES: usize = 128;
+/// One `envPassthrough` glob.
+pub const GLOB: usize = 256;
+/// `rateLimit` text (`100/1h`).
+pub const RATE_LIMIT: usize = 64;
+/// `runtime.pod.nodeSelector` entries and `runtime.pod.tolerations`.
+pub const POD_ENTRIES: usize = 64;
+
+/// A field over its limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec.{field}: {message}")]
+pub struct LimitError {
+    /// The field's path under `spec` (`params[2].description`).
+    pub field: String,
+    /// What is over the limit, and the limit.
+    pub message: String,
+}
+
+#[cfg(feature = "crd")]
+pub use check::check_tool;
+
+#[cfg(feature = "crd")]
+mod check {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::crd::{Runtime, ToolSpec};
+
+    fn over(field: impl Into<String>, len: usize, limit: usize, unit: &str) -> LimitError {
+        LimitError {
+            field: field.into(),
+            message: format!("{len} {unit}, over the limit of {limit} {unit}"),
+        }
+    }
+
+    fn text(field: &str, value: Option<&str>, limit: usize) -> Result<(), LimitError> {
+        // Characters, as the API server's maxLength counts; the byte length bounds the
+        // count, so short text is not walked.
+        match value {
+            Some(v) if v.len() > limit && v.chars().count() > limit => {
+                Err(over(field, v.chars().count(), limit, "characters"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn items(field: &str, len: usize, limit: usize) -> Result<(), LimitError> {
+        if len > limit {
+            return Err(over(field, len, limit, "entries"));
+        }
+        Ok(())
+    }
+
+    fn json(field: &str, value: Option<&Value>, limit: usize) -> Result<(), LimitError> {
+        let len = value.map_or(0, |v| v.to_string().len());
+        if len > limit {
+            return Err(over(field, len, limit, "bytes of JSON"));
+        }
+        Ok(())
+    }
+
+    /// The first field of `spec` over its limit, in the order of the spec's fields.
+    pub fn check_tool(spec: &ToolSpec) -> Result<(), LimitError> {
+        text("description", spec.description.as_deref(), DESCRIPTION)?;
+        text("example", spec.example.as_deref(), SHORT_TEXT)?;
+        text("exec", spec.exec.as_deref(), COMMAND)?;
+        text("fn", spec.func.as_deref(), CALLABLE)?;
+        text("curl", spec.curl.as_deref(), COMMAND)?;
+        text("python", spec.python.as_deref(), PATH)?;
+        let params = spec.params.as_deref().unwrap_or_default();
+        items("params", params.len(), PARAMS)?;
+        for (i, p) in params.iter().enumerate() {
+            let at = |f: &str| format!("params[{i}].{f}");
+            text(&at("name"), Some(&p.name), NAME)?;
+            text(&at("description"), p.description.as_deref(), SHORT_TEXT)?;
+            json(&at("default"), p.default.as_ref(), PARAM_VALUE_BYTES)?;
+            json(&at("example"), p.example.as_ref(), PARAM_VALUE_BYTES)?;
+            json(&at("override"), p.override_value.as_ref(), PARAM_VALUE_BYTES)?;
+        }
+        text("cwd", spec.cwd.as_deref(), PATH)?;
+        items("env", spec.env.len(), ENV_ENTRIES)?;
+        for (i, e) in spec.env.iter().enumerate() {
+            text(&format!("env[{i}].name"), Some(&e.name), NAME)?;
+            text(&format!("env[{i}].value"), e.value.as_deref(), ENV_VALUE)?;
+        }
+        items("envFrom", spec.env_from.len(), ENV_ENTRIES)?;
+        for (i, e) in spec.env_from.iter().enumerate() {
+            text(&format!("envFrom[{i}].prefix"), e.prefix.as_deref(), NAME)?;
+        }
+        raw_list("envPassthrough", spec.env_passthrough.as_ref(), GLOB)?;
+        transform(spec.transform.as_ref())?;
+        if let Some(Value::String(s)) = &spec.rate_limit {
+            text("rateLimit", Some(s), RATE_LIMIT)?;
+        }
+        text("returnType", spec.return_type.as_deref(), CALLABLE)?;
+        if let Some(Runtime::Pod(pod)) = &spec.runtime {
+            items(
+                "runtime.pod.nodeSelector",
+                pod.node_selector.len(),
+                POD_ENTRIES,
+            )?;
+            items(
+                "runtime.pod.tolerations",
+                pod.tolerations.len(),
+                POD_ENTRIES,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A raw list of strings (`envPassthrough`): its length and each entry. Other shapes
+    /// are the shape check's to refuse.
+    fn raw_list(field: &str, value: Option<&Value>, each: usize) -> Result<(), LimitError> {
+        let Some(Value::Array(list)) = value else {
+            return Ok(());
+        };
+        items(field, list.len(), LIST_ENTRIES)?;
+        for (i, v) in list.iter().enumerate() {
+            text(&format!("{field}[{i}]"), v.as_str(), each)?;
+        }
+        Ok(())
+    }
+
+    /// `transform`: one pipeline, or stages that are joined into one; the whole is a
+    /// command.
+    fn transform(value: Option<&Value>) -> Result<(), LimitError> {
+        match value {
+            Some(Value::String(s)) => text("transform", Some(s), COMMAND),
+            Some(Value::Array(stages)) => {
+                items("transform", stages.len(), LIST_ENTRIES)?;
+                let len: usize = stages
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| s.chars().count() + " | ".len())
+                    .sum();
+                let len = len.saturating_sub(" | ".len());
+                if len > COMMAND {
+                    return Err(over("transform", len, COMMAND, "characters"));
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(all(test, feature = "crd"))]
+mod tests {
+    use super::*;
+    use crate::crd::{ToolParam, ToolSpec};
+    use k8s_openapi::api::core::v1::EnvVar;
+    use serde_json::json;
+
+    fn spec() -> ToolSpec {
+        ToolSpec {
+            name: Some("t".into()),
+            exec: Some("echo hi".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_field_over_its_limit_is_named_with_the_limit() {
+        type Case = (fn(&mut ToolSpec), &'static str);
+        let cases: [Case; 9] = [
+            (
+                |s| s.description = Some("d".repeat(DESCRIPTION + 1)),
+                "spec.description: 16385 characters, over the limit of 16384 characters",
+            ),
+            (
+                |s| s.exec = Some("x".repeat(COMMAND + 1)),
+                "spec.exec: 131072 characters, over the limit of 131071 characters",
+            ),
+            (
+                |s| {
+                    s.params = Some(vec![ToolParam {
+                        name: "p".into(),
+                        description: Some("é".repeat(SHORT_TEXT + 1)),
+                        ..Default::default()
+                    }])
+                },
+                "spec.params[0].description: 4097 characters",
+            ),
+            (
+                |s| s.params = Some(vec![ToolParam::default(); PARAMS + 1]),
+                "spec.params: 129 entries, over the limit of 128 entries",
+            ),
+            (
+                |s| {
+                    s.params = Some(vec![ToolParam {
+                        name: "p".into(),
+                        default: Some(json!(["v".repeat(PARAM_VALUE_BYTES)])),
+                        ..Default::default()
+                    }])
+                },
+                "spec.params[0].default: 16388 bytes of JSON, over the limit of 16384",
+            ),
+            (
+                |s| {
+                    s.env = vec![EnvVar {
+                        name: "BIG".into(),
+                        value: Some("v".repeat(ENV_VALUE + 1)),
+                        ..Default::default()
+                    }]
+                },
+                "spec.env[0].value: 32769 characters",
+            ),
+            (
+                |s| s.transform = Some(json!(["a".repeat(COMMAND / 2), "b".repeat(COMMAND / 2)])),
+                "spec.transform: 131073 characters",
+            ),
+            (
+                |s| s.env_passthrough = Some(json!(vec!["X*"; LIST_ENTRIES + 1])),
+                "spec.envPassthrough: 129 entries",
+            ),
+            (
+                |s| s.rate_limit = Some(json!("1".repeat(RATE_LIMIT + 1))),
+                "spec.rateLimit: 65 characters",
+            ),
+        ];
+        for (change, want) in cases {
+            let mut s = spec();
+            change(&mut s);
+            let e = check_tool(&s).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{e} (wanted {want})");
+        }
+    }
+
+    #[test]
+    fn text_at_its_limit_passes_and_characters_are_counted_not_bytes() {
+        let mut s = spec();
+        s.description = Some("é".repeat(DESCRIPTION));
+        s.exec = Some("x".repeat(COMMAND));
+        assert_eq!(check_tool(&s), Ok(()));
+    }
+}
