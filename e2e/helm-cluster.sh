@@ -116,7 +116,7 @@ step "helm install --wait"
 # shellcheck disable=SC2086 # HELM_EXTRA_ARGS is a list of arguments
 # The pod runtime on: examples/k8s/pod-tools.yaml runs an exec and an fn Tool in Pods.
 helm install "$RELEASE" charts/mcc --namespace "$NS" --create-namespace --wait \
-  --timeout "${TIMEOUT}s" "${values[@]}" --set podRuntime.enabled=true \
+  --timeout "${TIMEOUT}s" "${values[@]}" --set podRuntime.enabled=true --set "podRuntime.namespaces={$NS}" \
   ${HELM_EXTRA_ARGS:-} || fail "helm install"
 helm -n "$NS" get notes "$RELEASE" | head -30
 kubectl -n "$NS" get deploy,pods,svc,networkpolicy,pdb -o wide

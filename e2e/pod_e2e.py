@@ -56,7 +56,7 @@ REDIS_CTR = f"{REDIS_DEPLOYMENT}-pod-0-redis"
 TOKEN_SECRET = "mcce2e-test-token"
 FAKE_TOKEN = "e2e-fake-serviceaccount-token"
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-CATALOG_TOOLS = 7  # the tools of e2e/pod-values.yaml
+CATALOG_TOOLS = 8  # the tools of e2e/pod-values.yaml
 
 failures = []
 timings = {}
@@ -357,6 +357,23 @@ def executor_container_checks():
           "MCC_AUTH=api_key" in g.stdout and "REDIS_URL=redis://" in g.stdout, g.stderr)
 
 
+async def persistence_probe(url):
+    """Issue 32, item 5: no process of a call outlives it, `setsid` and double forks
+    included, and the executor serves no caller but the gateway's uid."""
+    async with client(url, "2026-07-28") as c:
+        knocked = await execute(c, "e2e.escape")
+    check("a tool's knock on the executor's socket is refused and closed",
+          "executor answered" in knocked and knocked.strip().endswith("closed"), knocked)
+    left = None
+    for _ in range(30):
+        r = podman("exec", EXECUTOR_CTR, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '", check_rc=False)
+        left = [w for w in ("sleep 300", "sleep 301") if w in r.stdout]
+        if not left:
+            break
+        time.sleep(0.1)
+    check("no process the call left behind (setsid, double fork) outlives it", not left, left)
+
+
 async def socket_tampering(url):
     """Last: a tool tries to take the executor's socket name and listen there; the bind
     must fail and the gateway's next calls must still reach the real executor."""
@@ -428,6 +445,7 @@ async def main():
         legacy, handle = await sessions_before(url)
         restart_gateway(base, opts.ready_timeout)
         await sessions_after(url, legacy, handle)
+        await persistence_probe(url)
         await socket_tampering(url)
     except Exception as e:  # noqa: BLE001 - reported as a failure with the pods' logs
         check("run", False, repr(e))

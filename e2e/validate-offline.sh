@@ -96,7 +96,10 @@ Does not match pattern | redis.url=http://redis:6379
 set redis.url or redis.existingSecret, not both | redis.url=redis://r:6379 redis.existingSecret=s
 gateway.search.model is volume | gateway.search.model=volume
 gateway.catalog.source is files | gateway.catalog.source=files
-neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces | gateway.rbac.referencedObjects.scope=namespaces
+name the namespaces pod Tools may run in | podRuntime.enabled=true
+podRuntime.enabled is false | podRuntime.clusterWide=true
+Additional property namespaces is not allowed | gateway.rbac.referencedObjects.namespaces={a}
+Does not match pattern | podRuntime.enabled=true podRuntime.namespaceSelector=tenant
 defaultTimeoutSecs (600) is above maxTimeoutSecs | gateway.execution.defaultTimeoutSecs=600
 Invalid type. Expected: boolean | networkPolicy.enabled=yes
 needs gateway.auth.backend=jwt | gateway.auth.oauth.resource=https://mcc.example.com/mcp

@@ -419,6 +419,12 @@ def least_privilege(c):
         (gw, "no", ["get", "secrets/anything"], TENANT_NS),
         (gw, "no", ["create", "pods"], "default"),
         (gw, "no", ["create", "pods"], TENANT_NS),
+        # Issue 32, item 6: Secrets are read only where Tools run locally, Pods made only
+        # where pod Tools run.
+        (gw, "no", ["get", "secrets/anything"], PODS_NS),
+        (gw, "no", ["create", "pods"], NS),
+        (gw, "no", ["create", "pods"], "kube-system"),
+        (gw, "no", ["create", "secrets"], NS),
         (gw, "no", ["patch", f"configmaps/{CATALOG}"], NS),
         (op, "yes", ["patch", f"configmaps/{CATALOG}-shard-a-0"], NS),
         (op, "yes", ["delete", f"configmaps/{CATALOG}-shard-b-15"], NS),
@@ -505,16 +511,16 @@ def upgrade_and_uninstall(c, helm, values):
     """`helm upgrade` with changed values, then `helm uninstall`: nothing is left but the
     CRDs (kept on purpose, with the Tools and UserGrants in them).
 
-    The upgrade also takes the release namespace out of the gateway's referenced
-    namespaces: until then its Role there (`get` on every ConfigMap) hid whether the
-    shard rule alone lets a gateway read a sharded catalog. A gateway started after the
-    upgrade must."""
+    The upgrade also takes the release namespace out of the local-runtime namespaces,
+    and so out of the gateway's referenced namespaces: until then its Role there (`get`
+    on every ConfigMap) hid whether the shard rule alone lets a gateway read a sharded
+    catalog. A gateway started after the upgrade must."""
     c.stop_all()
     base = [helm, "--kubeconfig", c.args.kubeconfig, "-n", NS]
-    others = ",".join([PODS_NS, *BULK_NS])
+    others = ",".join(BULK_NS)
     proc = subprocess.run(base + ["upgrade", RELEASE, os.path.join(REPO, "charts/mcc"), "-f", values,
                                   "--set", "gateway.logLevel=debug",
-                                  "--set", f"gateway.rbac.referencedObjects.namespaces={{{others}}}"],
+                                  "--set", f"operator.localRuntimeNamespaces={{{others}}}"],
                           capture_output=True, text=True)
     c.check("helm upgrade with changed values", proc.returncode == 0, proc.stderr[-300:])
     token = secret_value(c, METRICS_TOKEN_SECRET, "token")

@@ -160,22 +160,50 @@ The most gateway replicas this release may run: replicas, or the HPA's maximum.
 {{- $hosts | uniq | join ";" }}
 {{- end }}
 
-{{/* Namespaces where the gateway may read referenced Secrets/ConfigMaps (scope namespaces). */}}
-{{- define "mcc.gateway.referencedNamespaces" -}}
-{{- $ref := .Values.gateway.rbac.referencedObjects }}
-{{- $list := $ref.namespaces | default .Values.operator.watchNamespaces }}
-{{- if not $list }}
-{{- fail "gateway.rbac.referencedObjects.scope is namespaces but neither gateway.rbac.referencedObjects.namespaces nor operator.watchNamespaces lists any namespace" }}
-{{- end }}
-{{- toYaml $list }}
+{{/* The local-runtime namespaces, as a YAML list: where `runtime: local` Tools may live
+(operator.localRuntimeNamespaces, else the trusted namespaces), so the only namespaces
+whose Secrets and ConfigMaps the gateway reads for a Tool (`MCC_LOCAL_RUNTIME_NAMESPACES`
+of the operator; the gateway's Roles with referencedObjects.scope=namespaces). */}}
+{{- define "mcc.localRuntimeNamespaces" -}}
+{{- toYaml (.Values.operator.localRuntimeNamespaces | default (splitList "," (include "mcc.operator.trusted" .))) }}
 {{- end }}
 
-{{/* Where the gateway may create tool Pods (its RBAC scope for them), as the operator
-reads it (MCC_POD_NAMESPACES): `*`, a comma list, or empty when the pod runtime is off. */}}
+{{/* The pod-runtime namespaces, as a YAML list: podRuntime.namespaces plus the namespaces
+podRuntime.namespaceSelector matches at install or upgrade (equality terms `k=v`, looked
+up in the cluster: `helm template` sees none). Empty with podRuntime.clusterWide or the
+pod runtime off. The one list behind the gateway's Pod verbs, the operator's
+MCC_POD_NAMESPACES, the sweeper and the pod Tools' NetworkPolicies. */}}
+{{- define "mcc.podRuntime.namespaceList" -}}
+{{- $pr := .Values.podRuntime }}
+{{- $list := list }}
+{{- if and $pr.enabled (not $pr.clusterWide) }}
+{{- $list = $pr.namespaces }}
+{{- if $pr.namespaceSelector }}
+{{- $terms := dict }}
+{{- range $term := splitList "," $pr.namespaceSelector }}
+{{- $kv := splitList "=" (trim $term) }}
+{{- $_ := set $terms (first $kv) (last $kv) }}
+{{- end }}
+{{- range $nsObj := (lookup "v1" "Namespace" "" "").items | default list }}
+{{- $labels := $nsObj.metadata.labels | default dict }}
+{{- $match := true }}
+{{- range $k, $v := $terms }}
+{{- if ne (get $labels $k) $v }}{{ $match = false }}{{ end }}
+{{- end }}
+{{- if $match }}{{ $list = append $list $nsObj.metadata.name }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toYaml ($list | uniq) }}
+{{- end }}
+
+{{/* Where the gateway may create tool Pods, as the operator reads it
+(MCC_POD_NAMESPACES): `*` (podRuntime.clusterWide), a comma list, or empty when the pod
+runtime is off. */}}
 {{- define "mcc.podRuntime.namespaces" -}}
 {{- if .Values.podRuntime.enabled }}
-{{- if eq .Values.gateway.rbac.referencedObjects.scope "cluster" }}*
-{{- else }}{{ include "mcc.gateway.referencedNamespaces" . | fromYamlArray | join "," }}
+{{- if .Values.podRuntime.clusterWide }}*
+{{- else }}{{ include "mcc.podRuntime.namespaceList" . | fromYamlArray | join "," }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -316,11 +344,7 @@ runtime or the policy is off, or with scope cluster and no namespaces listed). *
 {{- $np := .Values.networkPolicy }}
 {{- $list := list }}
 {{- if and .Values.podRuntime.enabled $np.enabled $np.podRuntime.enabled }}
-{{- if $np.podRuntime.namespaces }}
-{{- $list = $np.podRuntime.namespaces }}
-{{- else if ne .Values.gateway.rbac.referencedObjects.scope "cluster" }}
-{{- $list = include "mcc.gateway.referencedNamespaces" . | fromYamlArray }}
-{{- end }}
+{{- $list = include "mcc.podRuntime.namespaceList" . | fromYamlArray }}
 {{- end }}
 {{- toYaml ($list | uniq) }}
 {{- end }}
