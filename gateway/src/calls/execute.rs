@@ -3,6 +3,10 @@
 //! context → run → shape the result (the response size limit) → write back (fn tools) →
 //! one audit event and the call metrics, whatever the outcome.
 //!
+//! A request that is cancelled ([`ExecRequest::cancel`]) stops wherever it is: the step
+//! in progress is dropped, which kills the tool's process group (or deletes its Pod;
+//! the engine's rule), and the call is recorded as `cancelled` like any other outcome.
+//!
 //! [`execute`] returns an [`Executed`]: which step ended the call and with what. MCP
 //! renders it as MCC's texts ([`crate::mcp::execute`]), REST as status codes and JSON
 //! ([`crate::rest`]). Every rule is `mcc_catalog`'s; every run is the engine's (its
@@ -14,6 +18,7 @@ use mcc_catalog::Tool;
 use mcc_catalog::context;
 use mcc_catalog::params::ValidationError;
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 
 use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
@@ -31,7 +36,13 @@ pub struct ExecRequest<'a> {
     /// A session handle from `new_session`; `None`: the MCP session, else the caller's
     /// default bucket.
     pub session: Option<&'a str>,
+    /// Cancelled when the client no longer wants the result (MCP: the request's token,
+    /// see docs/execution.md#cancellation); `None`: the call runs to its end.
+    pub cancel: Option<CancellationToken>,
 }
+
+/// The audit `reason` of a call whose request was cancelled while it was under way.
+pub const ABORTED_REASON: &str = "the request was cancelled before the call finished";
 
 /// What to do after checking for missing parameters.
 pub enum Asked<P> {
@@ -83,6 +94,9 @@ pub enum Executed<P> {
     Unauthorized,
     /// The client declined to give missing params.
     Cancelled,
+    /// The request was cancelled before the call finished ([`ExecRequest::cancel`]):
+    /// whatever ran was killed.
+    Aborted,
     /// Waiting for the client's answer (the surface's own reply).
     Pending(P),
     /// The params are wrong; each problem names its param.
@@ -133,7 +147,7 @@ impl<P> Executed<P> {
         match self {
             Executed::Unknown => "unknown",
             Executed::Unauthorized => "unauthorized",
-            Executed::Cancelled => "cancelled",
+            Executed::Cancelled | Executed::Aborted => "cancelled",
             Executed::Pending(_) => "input_required",
             Executed::Invalid(_) => "invalid",
             Executed::RateLimited(_) => "rate_limited",
@@ -166,7 +180,14 @@ pub async fn execute<A: Ask>(
     let key = request.key;
     let mut event = AuditEvent::new("execute", &call.caller);
     event.set_tool(key);
-    let executed = run(shared, call, &request, ask, &mut event).await;
+    let cancel = request.cancel.clone().unwrap_or_default();
+    // Losing the race drops `run`, and with it the run in progress (the engine kills the
+    // process group or deletes the Pod on drop): nothing outlives the cancelled request.
+    let executed = tokio::select! {
+        biased;
+        () = cancel.cancelled() => Executed::Aborted,
+        executed = run(shared, call, &request, ask, &mut event) => executed,
+    };
     let label = executed.label();
     tracing::Span::current().record("mcc.outcome", label);
     match &executed {
@@ -176,6 +197,7 @@ pub async fn execute<A: Ask>(
             event.bytes_out = ran.text.as_ref().map_or(0, |t| t.len() as u64);
         }
         Executed::RateLimited(refused) => event.reason = Some(refused.to_string()),
+        Executed::Aborted => event.reason = Some(ABORTED_REASON.into()),
         _ => {}
     }
     event.finish(label, started.elapsed());
@@ -435,5 +457,6 @@ mod tests {
         assert_eq!(ran(fail).label(), "failure");
         assert_eq!(Executed::<()>::Unauthorized.label(), "unauthorized");
         assert_eq!(Executed::Pending(()).label(), "input_required");
+        assert_eq!(Executed::<()>::Aborted.label(), "cancelled");
     }
 }

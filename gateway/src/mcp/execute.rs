@@ -2,6 +2,11 @@
 //! ([`crate::calls::execute`]) as MCC's texts and MCP results. The pipeline asks the
 //! client for missing params through [`super::ask::McpAsk`]; everything else (lookup,
 //! RBAC, validation, rate limits, context, run, write-back, audit) is the pipeline's.
+//!
+//! The call is cancelled with its request: rmcp cancels the request's token (`ctx.ct`)
+//! on the client's `notifications/cancelled` (relayed from other replicas by
+//! [`super::relay`]), on a closed stream it issued no resumable event ids on, and when
+//! the session or the server ends; see docs/execution.md#cancellation.
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, InputResponses};
@@ -49,6 +54,7 @@ pub async fn execute(
         key: &args.key,
         params: args.params.unwrap_or_default(),
         session: args.session.as_deref(),
+        cancel: Some(ctx.ct.clone()),
     };
     let executed = pipeline::execute(shared, call, request, &McpAsk { ctx, answers }).await;
     render(&args.key, executed)
@@ -60,6 +66,8 @@ fn render(key: &str, executed: Executed<rmcp::model::InputRequiredResult>) -> Ca
         Executed::Unknown => notice(text::unknown_tool(key)),
         Executed::Unauthorized => notice(text::UNAUTHORIZED),
         Executed::Cancelled => notice(text::CANCELLED),
+        // rmcp drops the response of a cancelled request: this is for the record only.
+        Executed::Aborted => failure(text::ABORTED),
         Executed::Pending(r) => r.into(),
         Executed::Invalid(e) => notice(text::validation_error(key, &e)),
         Executed::RateLimited(refused) => failure(refused.to_string()),

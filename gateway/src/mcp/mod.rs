@@ -4,8 +4,8 @@
 //! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
 //! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
 //! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
-//!   clients' answers (elicitation) reach the replica that asked; session variables are
-//!   [`crate::session`]'s.
+//!   clients' answers (elicitation) reach the replica that asked, their cancellations the
+//!   replica that runs the call; session variables are [`crate::session`]'s.
 //!
 //! The caller comes from the request extensions (put there by [`crate::auth`]'s
 //! middleware); this module never looks at credentials.

@@ -1,26 +1,33 @@
-//! Any replica, elicitation included: a legacy client's answer to a server request (the
-//! `elicitation/create` question of `execute`) reaches the replica whose call waits for
-//! it, whichever replica the client's POST landed on.
+//! Any replica, elicitation and cancellation included: a legacy client's answer to a
+//! server request (the `elicitation/create` question of `execute`), and its
+//! `notifications/cancelled` of one of its own requests, reach the replica whose call
+//! waits for it or runs it, whichever replica the client's POST landed on.
 //!
 //! [`RelayingSessionManager`] wraps rmcp's [`LocalSessionManager`] and changes one
-//! thing: a client *response* or *error* (never a request or notification) accepted
-//! for a session is delivered to this replica's copy of the session when it holds one,
-//! and published on the Redis channel `<prefix>:mcp-replies`. Every replica subscribes
-//! and hands a message from another replica to its own copy of that session, if it holds
-//! one. The replica that asked has the waiting request and resumes it; any other copy
-//! (a replica that restored the session for an earlier call) has no request with that
-//! id and ignores it. Request ids are per session copy, so a copy that happens to wait
-//! on the same id itself would take the answer: a replica only asks on the copy that
-//! serves the call, which is why this is rare, and documented in docs/sessions.md.
+//! thing: a client *response*, *error* or *cancellation* (never a request nor any other
+//! notification: [`relayed`]) accepted for a session is delivered to this replica's copy
+//! of the session when it holds one, and published on the Redis channel
+//! `<prefix>:mcp-replies`. Every replica subscribes and hands a message from another
+//! replica to its own copy of that session, if it holds one.
 //!
-//! Without Redis (or while it is down) the answer is delivered locally only, as rmcp
+//! - An answer: the replica that asked has the waiting request and resumes it; any other
+//!   copy (a replica that restored the session for an earlier call) has no request with
+//!   that id and ignores it. Request ids of questions are per session copy, so a copy
+//!   that happens to wait on the same id itself would take the answer: a replica only
+//!   asks on the copy that serves the call, which is why this is rare, and documented in
+//!   docs/sessions.md.
+//! - A cancellation names a request id the *client* chose, unique in its session: rmcp
+//!   cancels the request of that id on the copy that runs it (which kills the tool:
+//!   [`crate::calls::execute`]); on every other copy no request has it and rmcp ignores it.
+//!
+//! Without Redis (or while it is down) the message is delivered locally only, as rmcp
 //! does on its own.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
@@ -28,7 +35,19 @@ use rmcp::transport::streamable_http_server::session::{
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-/// One relayed client answer.
+/// Whether a client message accepted for a session goes to the other replicas: answers
+/// to server requests, and cancellations of the client's own requests.
+fn relayed(message: &ClientJsonRpcMessage) -> bool {
+    match message {
+        ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_) => true,
+        ClientJsonRpcMessage::Notification(n) => {
+            matches!(n.notification, ClientNotification::CancelledNotification(_))
+        }
+        ClientJsonRpcMessage::Request(_) => false,
+    }
+}
+
+/// One relayed client answer or cancellation.
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     /// The replica that accepted it (it has already delivered it locally).
@@ -75,11 +94,11 @@ impl Relay {
             .query_async(&mut self.conn.clone())
             .await;
         if let Err(e) = sent {
-            tracing::warn!(error = %e, "could not relay a client answer to the other replicas");
+            tracing::warn!(error = %e, "could not relay a client answer or cancellation to the other replicas");
         }
     }
 
-    /// Hands answers published by other replicas to `sessions`' copies, until
+    /// Hands answers and cancellations published by other replicas to `sessions`' copies, until
     /// `shutdown`; reconnects after Redis failures.
     pub fn spawn_subscriber(
         &self,
@@ -116,7 +135,8 @@ impl Relay {
             let Ok(envelope) = serde_json::from_str::<Envelope>(&text) else {
                 continue;
             };
-            if envelope.origin == self.origin {
+            // Only what this replica would have relayed itself is delivered.
+            if envelope.origin == self.origin || !relayed(&envelope.message) {
                 continue;
             }
             let id: SessionId = envelope.session.into();
@@ -130,7 +150,8 @@ impl Relay {
     }
 }
 
-/// rmcp's local session manager, with client answers relayed between replicas.
+/// rmcp's local session manager, with client answers and cancellations relayed between
+/// replicas.
 pub struct RelayingSessionManager {
     inner: Arc<LocalSessionManager>,
     relay: Option<Relay>,
@@ -191,12 +212,8 @@ impl SessionManager for RelayingSessionManager {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Error> {
-        let answer = matches!(
-            message,
-            ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)
-        );
         match &self.relay {
-            Some(relay) if answer => {
+            Some(relay) if relayed(&message) => {
                 relay.publish(id, &message).await;
                 self.inner.accept_message(id, message).await
             }
@@ -225,5 +242,33 @@ impl SessionManager for RelayingSessionManager {
 
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.inner.event_store()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn message(v: serde_json::Value) -> ClientJsonRpcMessage {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn answers_and_cancellations_are_relayed_nothing_else() {
+        let answer = json!({"jsonrpc": "2.0", "id": 3, "result": {"action": "decline"}});
+        let error = json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -1, "message": "no"}});
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "user"}});
+        for relay in [answer, error, cancel] {
+            assert!(relayed(&message(relay.clone())), "{relay}");
+        }
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1}});
+        let request = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"});
+        for kept in [initialized, progress, request] {
+            assert!(!relayed(&message(kept.clone())), "{kept}");
+        }
     }
 }

@@ -11,6 +11,8 @@ pub const NO_TOOLS: &str = "No tools available.";
 pub const NOT_AUTHENTICATED: &str = "Not authenticated: no user is associated with this session.";
 pub const UNAUTHORIZED: &str = "Unauthorized";
 pub const CANCELLED: &str = "Execution cancelled: required parameters not provided";
+/// A call whose request was cancelled while it ran (nobody receives it: rmcp drops it).
+pub const ABORTED: &str = "Execution cancelled: the request was cancelled";
 /// What a response cut at `server.response_max_size` ends with (the engine's rule).
 pub use crate::exec::result::TRUNCATION_NOTICE as TRUNCATED;
 /// Cuts a response to the limit: the same rule as a tool's captured output.

@@ -163,6 +163,8 @@ pub async fn execute_tool(
         key: &key,
         params,
         session: q.session.as_deref(),
+        // A client that hangs up drops this handler, and the run with it.
+        cancel: None,
     };
     match pipeline::execute(&shared, &call, request, &NeverAsk).await {
         Executed::Ran(ran) => Ok(Json(ExecuteResult::from(ran))),
@@ -176,7 +178,9 @@ pub async fn execute_tool(
         ))),
         // NeverAsk neither waits nor is declined.
         Executed::Pending(never) => match never {},
-        Executed::Cancelled => Err(ApiError::Internal("the call was cancelled".into())),
+        Executed::Cancelled | Executed::Aborted => {
+            Err(ApiError::Internal("the call was cancelled".into()))
+        }
     }
 }
 

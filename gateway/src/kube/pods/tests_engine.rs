@@ -140,3 +140,41 @@ async fn without_a_pod_runner_a_pod_tool_is_refused_clearly() {
         "{text}"
     );
 }
+
+/// A cancelled call (the pipeline drops the engine's future: `crate::calls::execute`)
+/// deletes its Pod and Secret at once, grace 0.
+#[tokio::test]
+async fn dropping_a_pod_call_deletes_its_pod_at_once() {
+    let (client, api) = ApiServer::new();
+    let mut fake = Fake(api);
+    let engine = engine().with_pod_runner(Arc::new(PodRuntime::new(client, settings())));
+    let mut tool = tool();
+    tool.cache_ttl = None;
+    tool.transform = None;
+    let refs = pod_refs();
+    let call = engine.execute(Call {
+        tool: &tool,
+        refs: Some(&refs),
+        params: json!({"who": "bob"}).as_object().unwrap().clone(),
+        context: Default::default(),
+        caller: "alice",
+    });
+    let server = async {
+        let name = fake.start().await;
+        // The watch, held open: the Pod runs.
+        let (_watch, held) = fake.0.0.next_request().await.unwrap();
+        (name, held)
+    };
+    let (name, held) = tokio::select! {
+        _ = call => panic!("the call cannot end while its Pod runs"),
+        running = server => running,
+    };
+    let dropped = std::time::Instant::now();
+    fake.delete_both(&name).await;
+    eprintln!(
+        "pod runtime: Pod and Secret deleted {:?} after the drop",
+        dropped.elapsed()
+    );
+    drop(held);
+    fake.0.expect_nothing().await;
+}
