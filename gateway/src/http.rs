@@ -288,22 +288,35 @@ pub struct ConnectionLimits {
 const LOOPBACK_ONLY: &str = "auth dev-admin / dev-public checks no credential, so this gateway \
      serves loopback clients only; for others use auth jwt, api_key or kubernetes\n";
 
-/// Answers a client beyond loopback 403 and closes, without reading its request.
+/// Answers a client beyond loopback 403 and closes. Its request head is read first (at
+/// most 16 KiB, never interpreted) and whatever it still sends is drained after the
+/// answer, so the answer is neither taken for a reply to nothing nor lost to a reset.
 fn refuse_beyond_loopback(stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     tracing::warn!(%peer, "refused a client beyond loopback: auth dev-* serves loopback only");
     tokio::spawn(async move {
         let mut stream = stream;
-        let written = tokio::time::timeout(Duration::from_secs(1), async {
+        let answered = tokio::time::timeout(Duration::from_secs(2), async {
+            let mut buf = vec![0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+                let n = stream.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                head.extend_from_slice(&buf[..n]);
+            }
             let answer = format!(
                 "HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\nconnection: close\r\n\
                  content-length: {}\r\n\r\n{LOOPBACK_ONLY}",
                 LOOPBACK_ONLY.len()
             );
             stream.write_all(answer.as_bytes()).await?;
-            stream.shutdown().await
+            stream.shutdown().await?;
+            while stream.read(&mut buf).await? > 0 {}
+            std::io::Result::Ok(())
         });
-        let _ = written.await;
+        let _ = answered.await;
     });
 }
 

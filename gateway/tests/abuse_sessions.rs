@@ -371,6 +371,7 @@ async fn anonymous_stateless_callers_share_no_bucket() {
         let mut s = settings_for(dir.path(), "jwt", backend, &prefix);
         s.auth.jwt.hs256_secret = Some("abuse-suite-secret-0123456789abcdef".into());
         s.auth.jwt.audience = vec!["mcc-gateway".into()];
+        s.auth.jwt.issuer = Some("https://idp.abuse.test/".into());
         s.auth.allow_anonymous = true;
         let server = start_with(s, dir).await;
         let first = stateless(&server.url, TestClient::plain()).await;

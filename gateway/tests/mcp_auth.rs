@@ -77,7 +77,13 @@ async fn api_keys_authenticate_and_revocation_is_immediate() {
     server.stop().await;
 }
 
-fn hs256(claims: Value) -> String {
+const ISSUER: &str = "https://idp.mcp-auth.test/";
+
+/// A token of the test issuer (`iss` added unless the claims name one).
+fn hs256(mut claims: Value) -> String {
+    if claims.get("iss").is_none() {
+        claims["iss"] = json!(ISSUER);
+    }
     encode(
         &Header::new(Algorithm::HS256),
         &claims,
@@ -100,6 +106,7 @@ async fn jwts_authenticate_by_email_or_login_and_rbac_follows() {
     let mut s = settings(dir.path(), "jwt", Some(&redis_url()));
     s.auth.jwt.hs256_secret = Some(SECRET.into());
     s.auth.jwt.audience = vec!["mcc-gateway".into()];
+    s.auth.jwt.issuer = Some(ISSUER.into());
     s.auth.allow_anonymous = true;
     let server = start_with(s, dir).await;
 

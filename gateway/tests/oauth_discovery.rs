@@ -344,6 +344,7 @@ async fn the_gateway_refuses_what_the_settings_loader_refuses() {
     let mut s = settings(dir.path(), "jwt", None);
     s.auth.jwt.hs256_secret = Some(SECRET.into());
     s.auth.jwt.audience = vec!["mcc".into()];
+    s.auth.jwt.issuer = Some("https://idp.example.com".into());
     s.auth.oauth.resource = Some("https://mcc.example.com/mcp".into());
     s.auth.oauth.authorization_servers = vec!["ftp://idp.example.com".into()];
     let e = match mcc_gateway::app::build(&s, CancellationToken::new()).await {
