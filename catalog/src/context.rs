@@ -1,7 +1,11 @@
 //! The session context a tool receives: the caller's identity (reserved, re-derived on
-//! every call) merged over the session's stored variables, the rules for names, the
-//! kernel's bound on its size, and an fn tool's write-back as a diff.
+//! every call) merged over the session's stored variables, which of them a tool may see
+//! ([`SessionAccess`]), the rules for names, the kernel's bound on its size, and an fn
+//! tool's write-back as a diff.
 
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::tool::User;
@@ -124,6 +128,47 @@ pub fn fit_env(ctx: &mut Map<String, Value>) -> Vec<String> {
     dropped
 }
 
+/// Which stored session variables a tool receives and may write back; the identity keys
+/// it always receives and never writes. MCC gives every tool the whole store, and so do
+/// file-mode tools and the Tools of trusted namespaces here. A Tool from another tenant's
+/// namespace falls outside MCC's single-operator catalog: it gets only the variables it
+/// declares (`sessionKeys`), so one tenant's tools cannot read or rewrite what another
+/// tenant's tools keep in the caller's session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SessionAccess {
+    /// Every stored variable (MCC's rule).
+    #[default]
+    All,
+    /// Only these names.
+    Keys(Vec<String>),
+}
+
+impl SessionAccess {
+    pub fn is_all(&self) -> bool {
+        matches!(self, Self::All)
+    }
+
+    pub fn admits(&self, name: &str) -> bool {
+        match self {
+            Self::All => true,
+            Self::Keys(keys) => keys.iter().any(|k| k == name),
+        }
+    }
+
+    /// The stored variables this access admits.
+    pub fn visible<'a>(&self, stored: &'a Map<String, Value>) -> Cow<'a, Map<String, Value>> {
+        match self {
+            Self::All => Cow::Borrowed(stored),
+            Self::Keys(keys) => Cow::Owned(
+                keys.iter()
+                    .filter_map(|k| stored.get(k).map(|v| (k.clone(), v.clone())))
+                    .collect(),
+            ),
+        }
+    }
+}
+
 /// An fn tool's write-back, as changes to the variables it was given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WriteBack {
@@ -136,6 +181,20 @@ pub struct WriteBack {
 impl WriteBack {
     pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.delete.is_empty()
+    }
+
+    /// The changes `access` admits, and the names it did not (left as they were).
+    pub fn within(mut self, access: &SessionAccess) -> (Self, Vec<String>) {
+        let refused: Vec<String> = self
+            .set
+            .keys()
+            .chain(self.delete.iter())
+            .filter(|k| !access.admits(k))
+            .cloned()
+            .collect();
+        self.set.retain(|k, _| access.admits(k));
+        self.delete.retain(|k| access.admits(k));
+        (self, refused)
     }
 }
 
@@ -165,6 +224,35 @@ pub fn write_back_diff(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_declared_access_sees_and_writes_only_its_keys() {
+        let stored = json!({"cursor": 1, "target": "db", "budget": 5});
+        let stored = stored.as_object().unwrap();
+        let access = SessionAccess::Keys(vec!["cursor".into(), "missing".into()]);
+        assert_eq!(
+            Value::Object(access.visible(stored).into_owned()),
+            json!({"cursor": 1})
+        );
+        assert_eq!(*SessionAccess::All.visible(stored), *stored);
+        let given = assemble(None, &access.visible(stored));
+        let left = json!({"cursor": 2, "target": "prod", "user": "root"});
+        let changes = write_back_diff(&given, left.as_object().unwrap()).unwrap();
+        let (kept, refused) = changes.within(&access);
+        assert_eq!(Value::Object(kept.set), json!({"cursor": 2}));
+        assert!(kept.delete.is_empty());
+        assert_eq!(refused, ["target"]);
+        // Documents without the field keep MCC's rule.
+        #[derive(Deserialize)]
+        struct Entry {
+            #[serde(default)]
+            session: SessionAccess,
+        }
+        let old: Entry = serde_json::from_value(json!({})).unwrap();
+        assert!(old.session.is_all());
+        let new: Entry = serde_json::from_value(json!({"session": {"keys": ["a"]}})).unwrap();
+        assert_eq!(new.session, SessionAccess::Keys(vec!["a".into()]));
+    }
 
     #[test]
     fn slugs() {

@@ -161,6 +161,14 @@ pub struct ToolSpec {
     /// Where the tool runs: a local subprocess of the gateway (default) or a Pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<Runtime>,
+    /// The caller's session variables the tool receives and may write back, besides the
+    /// identity keys it always gets. A Tool outside the trusted namespaces gets none it
+    /// does not list; `["*"]` asks for all of them, where the platform team allows it
+    /// (operator setting `MCC_SESSION_ALL_NAMESPACES`). In a trusted namespace, leaving
+    /// it out means all of them (MCC's rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::SESSION_KEYS))]
+    pub session_keys: Option<Vec<String>>,
 }
 
 /// One declared parameter.

@@ -106,6 +106,10 @@ pub struct CatalogTool {
     /// ([`crate::introspect::Pending::name_from_callable`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub name_from_callable: bool,
+    /// The stored session variables it receives and may write back (the operator decides
+    /// from the Tool's namespace and `sessionKeys`); absent: all of them, MCC's rule.
+    #[serde(default, skip_serializing_if = "crate::context::SessionAccess::is_all")]
+    pub session: crate::context::SessionAccess,
 }
 
 /// A whole Secret or ConfigMap as environment.
@@ -498,6 +502,7 @@ mod tests {
             runtime: Runtime::Local,
             introspect: false,
             name_from_callable: false,
+            session: Default::default(),
         }
     }
 

@@ -20,9 +20,9 @@ pub mod document;
 pub mod env;
 pub mod introspect;
 pub mod key;
-pub mod limits;
 #[cfg(feature = "kube-mock")]
 pub mod kube_mock;
+pub mod limits;
 pub mod load;
 pub mod params;
 pub mod pyfmt;

@@ -44,6 +44,8 @@ pub const GLOB: usize = 256;
 pub const RATE_LIMIT: usize = 64;
 /// `runtime.pod.nodeSelector` entries and `runtime.pod.tolerations`.
 pub const POD_ENTRIES: usize = 64;
+/// `sessionKeys` entries (session variable names, each bounded by [`NAME`]).
+pub const SESSION_KEYS: usize = 64;
 
 /// A field over its limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,7 +116,11 @@ mod check {
             text(&at("description"), p.description.as_deref(), SHORT_TEXT)?;
             json(&at("default"), p.default.as_ref(), PARAM_VALUE_BYTES)?;
             json(&at("example"), p.example.as_ref(), PARAM_VALUE_BYTES)?;
-            json(&at("override"), p.override_value.as_ref(), PARAM_VALUE_BYTES)?;
+            json(
+                &at("override"),
+                p.override_value.as_ref(),
+                PARAM_VALUE_BYTES,
+            )?;
         }
         text("cwd", spec.cwd.as_deref(), PATH)?;
         items("env", spec.env.len(), ENV_ENTRIES)?;
@@ -132,6 +138,11 @@ mod check {
             text("rateLimit", Some(s), RATE_LIMIT)?;
         }
         text("returnType", spec.return_type.as_deref(), CALLABLE)?;
+        let keys = spec.session_keys.as_deref().unwrap_or_default();
+        items("sessionKeys", keys.len(), SESSION_KEYS)?;
+        for (i, k) in keys.iter().enumerate() {
+            text(&format!("sessionKeys[{i}]"), Some(k), NAME)?;
+        }
         if let Some(Runtime::Pod(pod)) = &spec.runtime {
             items(
                 "runtime.pod.nodeSelector",

@@ -12,7 +12,7 @@ import time
 import yaml
 
 from harness import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant, http,
-                     mcp, tool)
+                     mcp, mcp_session, tool)
 from hostpod import wait_for
 
 EXAMPLES = os.path.join(REPO, "examples", "k8s")
@@ -33,9 +33,11 @@ def run(c):
     pending_sa = deleted_service_account_start(c)
     propagation(c)
     tenancy(c)
+    session_keys(c)
     pod_runtime(c)
     budget(c)
     least_privilege(c)
+    operator_secret_writes(c)
     shards(c)
     leader_election(c)
     deleted_service_account_end(c, pending_sa)
@@ -50,10 +52,11 @@ def chart_objects(c):
                            ("poddisruptionbudget", f"{RELEASE}-gateway", NS),
                            ("horizontalpodautoscaler", f"{RELEASE}-gateway", NS),
                            ("clusterrole", f"{RELEASE}-{NS}-operator", None),
-                           ("role", f"{RELEASE}-{NS}-gateway", PODS_NS),  # scope: namespaces
+                           ("role", f"{RELEASE}-{NS}-gateway-pods", PODS_NS),  # podRuntime.namespaces
+                           ("role", f"{RELEASE}-{NS}-gateway-references", NS),  # local-runtime namespaces
                            ("configmap", CATALOG, NS), ("lease", f"{RELEASE}-operator", NS),
                            ("secret", METRICS_TOKEN_SECRET, NS),
-                           *[("networkpolicy", f"{RELEASE}-pod-tools", ns) for ns in (NS, PODS_NS, *BULK_NS)],
+                           ("networkpolicy", f"{RELEASE}-pod-tools", PODS_NS),
                            ("crd", "tools.mcc.dev", None), ("crd", "usergrants.mcc.dev", None)]:
         c.check(f"helm install created {kind} {name}", c.kube.get(kind, name, ns, check=False) is not None)
 
@@ -304,6 +307,35 @@ def tenancy(c):
                 bool(cond) and cond.get("reason") == "PodSpecNotAllowed", c.condition("tools.mcc.dev", name, PODS_NS))
 
 
+def session_keys(c):
+    """Issue 32, item 7: a Tool outside the trusted namespaces receives only the session
+    variables its sessionKeys lists; `["*"]` there is refused."""
+    read = ("python3 -c 'import os, json; print(json.dumps({k[8:].lower(): v for k, v in "
+            "os.environ.items() if k.startswith(\"MCC_CTX_\")}))'")
+    ns = BULK_NS[0]  # a local-runtime namespace, not a trusted one
+    c.kube.apply([tool("ctx-reader", ns, {"name": "ctx_reader", "groups": ["public"], "exec": read,
+                                           "sessionKeys": ["cursor"]}),
+                  tool("ctx-greedy", ns, {"name": "ctx_greedy", "groups": ["public"], "exec": read,
+                                           "sessionKeys": ["*"]})])
+    cond = c.wait_ready("tools.mcc.dev", "ctx-greedy", ns, timeout=30, status="False")
+    c.check("sessionKeys: ['*'] outside the trusted namespaces is refused (SessionKeysNotAllowed)",
+            bool(cond) and cond.get("reason") == "SessionKeysNotAllowed", c.condition("tools.mcc.dev", "ctx-greedy", ns))
+    c.check("a Tool declaring sessionKeys there is Ready", bool(c.wait_ready("tools.mcc.dev", "ctx-reader", ns)))
+    base = c.bases()[0]
+    wait_for(lambda: http(f"{base}/v1/tools/public.ctx_reader", c.alice_key)[0] == 200, 30, 0.3)
+
+    texts = mcp_session(base, c.alice_key, [("set_session", {"name": "cursor", "value": 7}),
+                                            ("set_session", {"name": "target", "value": "db"}),
+                                            ("execute", {"key": "public.ctx_reader", "params": {}})])
+    text = texts[-1]
+    try:
+        seen = json.loads(text)
+    except ValueError:
+        seen = {}
+    c.check("... and receives the identity and its declared variable, not the others",
+            seen.get("cursor") == "7" and "target" not in seen and seen.get("user") == "alice", text[:300])
+
+
 def pod_runtime(c):
     """A `runtime: pod` call against the real API: its Pod and Secret are created as the
     golden files say and admitted by Pod Security `restricted`; no node runs it, so the
@@ -442,6 +474,24 @@ def least_privilege(c):
         got = c.kube.run(*args, check=False).stdout.strip()
         c.check(f"can-i {who.rsplit(':', 1)[1]} {' '.join(verb)}{f' -n {ns}' if ns else ''} -> {want}",
                 got == want, got)
+
+
+def operator_secret_writes(c):
+    """Issue 32, item 14: the operator's Role in a trusted namespace covers every Secret
+    there; the chart's ValidatingAdmissionPolicy lets it write only the ones it manages."""
+    op = f"system:serviceaccount:{NS}:{RELEASE}-operator"
+    refused = "writes only the API-key Secrets it manages"
+    r = c.kube.run("--as", op, "-n", NS, "create", "secret", "generic", "rogue", "--from-literal=a=b", check=False)
+    c.check("the operator's ServiceAccount cannot create an unmanaged Secret (admission policy)",
+            r.returncode != 0 and refused in r.stderr, r.stderr[-300:])
+    r = c.kube.run("--as", op, "-n", NS, "delete", "secret", METRICS_TOKEN_SECRET, check=False)
+    c.check("... nor delete one (the chart's /metrics token)", r.returncode != 0 and refused in r.stderr,
+            r.stderr[-300:])
+    managed = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "managed-probe", "namespace": NS, "labels": {"app.kubernetes.io/managed-by": "mcc-operator"}},
+        "stringData": {"a": "b"}}
+    r = c.kube.run("--as", op, "create", "--dry-run=server", "-f", "-", stdin=json.dumps(managed), check=False)
+    c.check("... while a Secret it manages (its label) is admitted", r.returncode == 0, r.stderr[-300:])
 
 
 def shards(c):

@@ -81,6 +81,27 @@ def mcp(base, credential, tool, arguments, mode="legacy"):
         return f"{type(e).__name__}: {e} (HTTP {statuses})", True
 
 
+async def mcp_session_calls(base, credential, calls, mode):
+    """Several tools/call in one MCP session, in order; the text of each result."""
+    client = create_mcp_http_client(headers={"Authorization": f"Bearer {credential}"})
+    texts = []
+    async with Client(streamable_http_client(f"{base}/mcp", http_client=client), mode=mode) as c:
+        for tool, arguments in calls:
+            result = await c.call_tool(tool, arguments)
+            texts.append("".join(getattr(part, "text", "") for part in result.content))
+    return texts
+
+
+def mcp_session(base, credential, calls, mode="legacy"):
+    """`mcp_session_calls`, or the error's text in place of every result."""
+    try:
+        return asyncio.run(mcp_session_calls(base, credential, calls, mode))
+    except Exception as e:  # noqa: BLE001 - the checks read the text
+        while isinstance(e, BaseExceptionGroup) and e.exceptions:
+            e = e.exceptions[0]
+        return [f"{type(e).__name__}: {e}"] * len(calls)
+
+
 # --- The run ---------------------------------------------------------------------------
 
 class Cluster:

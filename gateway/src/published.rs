@@ -168,6 +168,7 @@ pub fn tools(
             env_from: entry.env_from,
             env_value_from: entry.env_value_from,
             pod,
+            session: entry.session,
         });
         tools.push(entry.tool);
     }

@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, SecretEnvSource};
+use mcc_catalog::context::SessionAccess;
 use mcc_catalog::crd::{self, ToolLimits, ToolParam, ToolSpec};
 use mcc_catalog::document::{
     CatalogTool, EnvFromRef, EnvValueRef, PodSpec, RefKind, Runtime as DocRuntime,
@@ -48,6 +49,7 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     let env_passthrough = raw_field::<EnvPassthrough>(&spec.env_passthrough, "envPassthrough")?;
     let transform = raw_field::<Transform>(&spec.transform, "transform")?;
     let rate_limit = rate_limit(spec.rate_limit.as_ref())?;
+    let session = declared_session(spec.session_keys.as_deref())?;
     let entry = ToolEntry {
         func: spec.func.clone(),
         exec: spec.exec.clone(),
@@ -93,7 +95,46 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         runtime,
         introspect: built.needs_introspection && !declared_only,
         name_from_callable: built.name_from_callable && !declared_only,
+        session,
     })
+}
+
+/// What `sessionKeys` declares: session variable names, or `["*"]` (all; also what no
+/// declaration means until [`crate::assemble`] applies the namespace's trust).
+fn declared_session(keys: Option<&[String]>) -> Result<SessionAccess, Invalid> {
+    let Some(keys) = keys else {
+        return Ok(SessionAccess::All);
+    };
+    if keys.iter().any(|k| k == "*") {
+        return match keys.len() {
+            1 => Ok(SessionAccess::All),
+            _ => Err(invalid(
+                "sessionKeys",
+                "'*' (every variable) stands alone: list names, or only '*'",
+            )),
+        };
+    }
+    for (i, key) in keys.iter().enumerate() {
+        if mcc_catalog::context::is_reserved(key) {
+            return Err(invalid(
+                format!("sessionKeys[{i}]"),
+                format!("'{key}' is an identity key: every tool receives it, none writes it"),
+            ));
+        }
+        if !mcc_catalog::context::is_slug(key) {
+            return Err(invalid(
+                format!("sessionKeys[{i}]"),
+                format!(
+                    "'{key}' is not a session variable name ({})",
+                    mcc_catalog::context::SLUG_RULE
+                ),
+            ));
+        }
+    }
+    let mut keys = keys.to_vec();
+    keys.sort();
+    keys.dedup();
+    Ok(SessionAccess::Keys(keys))
 }
 
 /// An fn tool with `runtime: pod` declares its return type and its params (`params: []`
@@ -383,6 +424,7 @@ pub fn tool_resource(
             .map(|r| serde_json::Value::String(r.to_string())),
         return_type: tool.return_type.clone(),
         runtime: None,
+        session_keys: None,
     };
     let mut resource = crd::Tool::new(&object_name(&tool.key), spec);
     resource.metadata.namespace = Some(namespace.to_string());
@@ -444,8 +486,10 @@ mod tests {
     #[test]
     fn objects_over_the_size_limits_are_invalid() {
         let long = "x".repeat(mcc_catalog::limits::DESCRIPTION + 1);
-        let e = catalog_tool(&resource(json!({"name": "x", "exec": "ls", "description": long})))
-            .unwrap_err();
+        let e = catalog_tool(&resource(
+            json!({"name": "x", "exec": "ls", "description": long}),
+        ))
+        .unwrap_err();
         assert_eq!(e.field, "description");
         assert_eq!(
             e.to_string(),

@@ -84,10 +84,11 @@ mod limit_tests {
 
     /// The node at `path` (`a.b[].c`) under the spec schema.
     fn node<'a>(spec: &'a Value, path: &str) -> &'a Value {
-        path.split('.').fold(spec, |n, part| match part.strip_suffix("[]") {
-            Some(p) => &n["properties"][p]["items"],
-            None => &n["properties"][part],
-        })
+        path.split('.')
+            .fold(spec, |n, part| match part.strip_suffix("[]") {
+                Some(p) => &n["properties"][p]["items"],
+                None => &n["properties"][part],
+            })
     }
 
     #[test]
@@ -111,7 +112,11 @@ mod limit_tests {
             ("env[].value", "maxLength", limits::ENV_VALUE),
             ("envFrom", "maxItems", limits::ENV_ENTRIES),
             ("envFrom[].prefix", "maxLength", limits::NAME),
-            ("runtime.pod.nodeSelector", "maxProperties", limits::POD_ENTRIES),
+            (
+                "runtime.pod.nodeSelector",
+                "maxProperties",
+                limits::POD_ENTRIES,
+            ),
             ("runtime.pod.tolerations", "maxItems", limits::POD_ENTRIES),
         ];
         for (path, keyword, limit) in cases {

@@ -231,6 +231,7 @@ pub fn pod_test_policy() -> Policy {
             node_selector: [("pool".into(), ["tools".into()].into())].into(),
             tolerations: ["dedicated".into()].into(),
             automount_service_account_token: false,
+            resources: Default::default(),
         },
     )]
     .into();

@@ -23,6 +23,7 @@ pub mod manifests;
 pub mod metrics;
 pub mod policy;
 pub mod publish;
+pub mod quantity;
 pub mod runner;
 pub mod settings;
 pub mod status;

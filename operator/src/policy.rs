@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use mcc_catalog::context::SessionAccess;
 use mcc_catalog::document::PodSpec;
 
 /// The groups one namespace may publish Tools under.
@@ -46,6 +47,9 @@ pub struct Policy {
     /// Namespace (or `*`: every namespace without its own entry) → the bytes its Tools
     /// may take in the catalog ([`Policy::tool_budget`]); no entry: no budget.
     pub tool_bytes: BTreeMap<String, u64>,
+    /// Namespaces outside the trusted ones whose Tools may ask for every session
+    /// variable (`sessionKeys: ["*"]`); see [`Policy::session_access`].
+    pub session_all: BTreeSet<String>,
 }
 
 /// The namespaces where the gateway may create Pods.
@@ -80,7 +84,20 @@ pub struct PodAllowance {
     pub tolerations: BTreeSet<String>,
     /// Whether a Tool may have its ServiceAccount's token mounted.
     pub automount_service_account_token: bool,
+    /// Resource name → the most a pod Tool may request or limit it to (a quantity:
+    /// `{"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}`). A resource not listed is
+    /// refused. Empty: [`DEFAULT_MAX_RESOURCES`].
+    pub resources: BTreeMap<String, String>,
 }
+
+/// What a pod Tool may request or limit without a `resources` allowance: one CPU, 1 GiB
+/// of memory and of ephemeral storage; no other resource (GPUs and the like must be
+/// allowed by name).
+pub const DEFAULT_MAX_RESOURCES: [(&str, &str); 3] = [
+    ("cpu", "1"),
+    ("memory", "1Gi"),
+    ("ephemeral-storage", "1Gi"),
+];
 
 impl Policy {
     /// A single-tenant policy: every namespace watched, any group anywhere, and `trusted`
@@ -95,6 +112,7 @@ impl Policy {
             pod_namespaces: PodScope::Off,
             pod_policy: BTreeMap::new(),
             tool_bytes: BTreeMap::new(),
+            session_all: BTreeSet::new(),
         }
     }
 
@@ -106,6 +124,30 @@ impl Policy {
     /// Whether UserGrants of `namespace` count.
     pub fn trusts(&self, namespace: &str) -> bool {
         self.trusted.contains(namespace)
+    }
+
+    /// The session variables a Tool of `namespace` receives, from what it `declared`
+    /// ([`SessionAccess::All`] for no declaration or `["*"]`): a trusted namespace's Tool
+    /// keeps MCC's rule (all, unless it declares fewer); another namespace's gets what it
+    /// lists, nothing when it lists nothing, and all only where the platform team allows
+    /// it (`session_all`). `None`: it asked for all and may not.
+    pub fn session_access(
+        &self,
+        namespace: &str,
+        declared: Option<&[String]>,
+        parsed: &SessionAccess,
+    ) -> Option<SessionAccess> {
+        if self.trusted.contains(namespace) {
+            return Some(parsed.clone());
+        }
+        match declared {
+            None => Some(SessionAccess::Keys(Vec::new())),
+            Some(_) if parsed.is_all() => self
+                .session_all
+                .contains(namespace)
+                .then_some(SessionAccess::All),
+            Some(_) => Some(parsed.clone()),
+        }
     }
 
     /// Whether `runtime: local` Tools of `namespace` may run in the shared executor.
@@ -218,6 +260,9 @@ impl Policy {
                 ));
             }
         }
+        if let Some(refusal) = refused_resources(allow, pod.resources.as_ref()) {
+            return Some(refuse(refusal.0, refusal.1, refusal.2));
+        }
         for (i, toleration) in pod.tolerations.iter().enumerate() {
             // No key (or an empty one) with `Exists` tolerates every taint.
             let key = toleration
@@ -234,6 +279,61 @@ impl Policy {
         }
         None
     }
+}
+
+/// The first resource request or limit of `resources` (a `ResourceRequirements` as JSON)
+/// over what `allow` admits: (field, value, what is allowed).
+fn refused_resources(
+    allow: &PodAllowance,
+    resources: Option<&serde_json::Value>,
+) -> Option<(String, String, Vec<String>)> {
+    let resources = resources?;
+    let max: BTreeMap<&str, &str> = if allow.resources.is_empty() {
+        DEFAULT_MAX_RESOURCES.into_iter().collect()
+    } else {
+        allow
+            .resources
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    };
+    let allowed = || max.iter().map(|(k, v)| format!("{k} <= {v}")).collect();
+    if resources
+        .get("claims")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|c| !c.is_empty())
+    {
+        return Some((
+            "runtime.pod.resources.claims".into(),
+            "claims".into(),
+            vec![],
+        ));
+    }
+    for part in ["requests", "limits"] {
+        let Some(asked) = resources.get(part).and_then(serde_json::Value::as_object) else {
+            continue;
+        };
+        for (name, quantity) in asked {
+            let field = format!("runtime.pod.resources.{part}.{name}");
+            let value = match quantity {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let within = max.get(name.as_str()).is_some_and(|limit| {
+                match (
+                    crate::quantity::parse_json(quantity),
+                    crate::quantity::parse(limit),
+                ) {
+                    (Some(asked), Some(limit)) => asked <= limit,
+                    _ => false,
+                }
+            });
+            if !within {
+                return Some((field, value, allowed()));
+            }
+        }
+    }
+    None
 }
 
 /// `set` holds `value` or `*`.
@@ -335,6 +435,69 @@ mod tests {
         p.refused_pod_spec(ns, &pod(spec)).map(|r| r.field)
     }
 
+    #[test]
+    fn pod_resources_stay_within_the_allowance() {
+        let mut p = Policy::single_tenant(["mcc-system"]);
+        p.pod_namespaces = PodScope::All;
+        let r = |res: serde_json::Value| json!({ "resources": res });
+        // Without an allowance: one CPU, 1 GiB of memory and ephemeral storage.
+        assert_eq!(
+            field(
+                &p,
+                "a",
+                r(json!({"limits": {"cpu": "1", "memory": "512Mi"}}))
+            ),
+            None
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"requests": {"cpu": "500m"}}))),
+            None
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"limits": {"cpu": "64"}}))).as_deref(),
+            Some("runtime.pod.resources.limits.cpu")
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"requests": {"memory": "2Gi"}}))).as_deref(),
+            Some("runtime.pod.resources.requests.memory")
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"limits": {"nvidia.com/gpu": "1"}}))).as_deref(),
+            Some("runtime.pod.resources.limits.nvidia.com/gpu")
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"limits": {"cpu": "a lot"}}))).as_deref(),
+            Some("runtime.pod.resources.limits.cpu")
+        );
+        assert_eq!(
+            field(&p, "a", r(json!({"claims": [{"name": "gpu"}]}))).as_deref(),
+            Some("runtime.pod.resources.claims")
+        );
+        // A namespace's allowance replaces the defaults.
+        p.pod_policy.insert(
+            "gpu-team".into(),
+            PodAllowance {
+                resources: BTreeMap::from([
+                    ("cpu".into(), "8".into()),
+                    ("memory".into(), "32Gi".into()),
+                    ("nvidia.com/gpu".into(), "2".into()),
+                ]),
+                ..Default::default()
+            },
+        );
+        let big = r(json!({"limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": 2}}));
+        assert_eq!(field(&p, "gpu-team", big.clone()), None);
+        assert!(field(&p, "a", big).is_some());
+        let refusal = p
+            .refused_pod_spec("a", &pod(r(json!({"limits": {"memory": "2Gi"}}))))
+            .unwrap();
+        assert_eq!(refusal.value, "2Gi");
+        assert!(
+            refusal.allowed.contains(&"memory <= 1Gi".to_string()),
+            "{refusal:?}"
+        );
+    }
+
     fn pod_policy() -> Policy {
         let mut p = Policy::single_tenant(["mcc-system"]);
         p.pod_namespaces = PodScope::Only(["team-a".into(), "team-b".into()].into());
@@ -357,6 +520,7 @@ mod tests {
                     ]),
                     tolerations: ["dedicated".into()].into(),
                     automount_service_account_token: true,
+                    resources: BTreeMap::new(),
                 },
             ),
         ]);

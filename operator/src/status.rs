@@ -73,6 +73,13 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
                 ),
             },
         ),
+        Verdict::SessionKeysNotAllowed { namespace } => (
+            false,
+            "SessionKeysNotAllowed",
+            format!(
+                "sessionKeys: [\"*\"] asks for every session variable of the caller, which Tools of namespace {namespace} may not (operator setting MCC_SESSION_ALL_NAMESPACES; outside the trusted namespaces a Tool lists the variables it uses)"
+            ),
+        ),
         Verdict::LocalRuntimeNotAllowed { namespace } => (
             false,
             "LocalRuntimeNotAllowed",
@@ -87,7 +94,7 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
                 "the pod runtime is off in this deployment (operator setting MCC_POD_NAMESPACES is empty; chart value podRuntime.enabled): the gateway creates no Pods; use runtime: local where allowed, or ask the platform team".to_string()
             } else {
                 format!(
-                    "the gateway may not create Pods in namespace {namespace} (operator setting MCC_POD_NAMESPACES, the gateway's RBAC scope for Pods: chart value gateway.rbac.referencedObjects); ask the platform team to add the namespace"
+                    "the gateway may not create Pods in namespace {namespace} (operator setting MCC_POD_NAMESPACES, the gateway's RBAC scope for Pods: chart value podRuntime.namespaces); ask the platform team to add the namespace"
                 )
             },
         ),

@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use mcc_catalog::Tool;
-use mcc_catalog::context;
+use mcc_catalog::context::{self, SessionAccess};
 use mcc_catalog::params::ValidationError;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -276,7 +276,12 @@ async fn run<A: Ask>(
         Ok(v) => v,
         Err(e) => return Executed::Session(shared.session_failure("vars", e)),
     };
-    let mut context = context::assemble(user, &stored);
+    // Another tenant's Tool sees only the variables it declared (the operator decides;
+    // every other tool sees them all, as in MCC).
+    let access = catalog
+        .refs(key)
+        .map_or(&SessionAccess::All, |r| &r.session);
+    let mut context = context::assemble(user, &access.visible(&stored));
     let dropped = context::fit_env(&mut context);
     if !dropped.is_empty() {
         tracing::warn!(
@@ -311,7 +316,7 @@ async fn run<A: Ask>(
         && tool.kind.is_fn()
         && !execution.cached
     {
-        write_back(shared, call, &scope, key, &given, left).await;
+        write_back(shared, call, &scope, (key, access), &given, left).await;
     }
     let outcome = parse_shell_json(tool, execution.outcome);
     Executed::Ran(shape(outcome, execution.cached, shared.response_max_size))
@@ -362,17 +367,27 @@ pub fn shape(outcome: Outcome, cached: bool, limit: usize) -> Ran {
 /// `given`, the context it received) to the scope's variables, atomically; variables it
 /// did not touch keep what concurrent calls stored meanwhile. Invalid keys, or a result
 /// over the session limits, reject the whole write-back (logged; the stored variables
-/// stay as they were); the tool's result is returned either way.
+/// stay as they were); the tool's result is returned either way. Changes to variables
+/// the tool's session access does not admit are left out (logged).
 async fn write_back(
     shared: &Shared,
     call: &CallCtx,
     scope: &Scope,
-    key: &str,
+    (key, access): (&str, &SessionAccess),
     given: &Map<String, Value>,
     left: &Map<String, Value>,
 ) {
     match context::write_back_diff(given, left) {
         Ok(changes) => {
+            let (changes, refused) = changes.within(access);
+            if !refused.is_empty() {
+                tracing::warn!(
+                    user = call.caller.username(),
+                    tool = key,
+                    ?refused,
+                    "execute: write-back to session variables the tool did not declare (sessionKeys) left out"
+                );
+            }
             if let Err(e) = shared.sessions.apply(scope, &changes).await {
                 let message = shared.store_failure("write_back", e);
                 tracing::warn!(

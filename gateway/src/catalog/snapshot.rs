@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use mcc_catalog::context::SessionAccess;
 use mcc_catalog::document::{EnvFromRef, EnvValueRef, PodSpec};
 use mcc_catalog::{Tool, User};
 
@@ -31,12 +32,18 @@ pub struct ToolRefs {
     /// `runtime: pod`: the tool (and its transform) runs in an ephemeral Pod of this
     /// shape, not as a local process; its references then go into the Pod spec.
     pub pod: Option<PodSpec>,
+    /// The stored session variables it receives and may write back (the operator's
+    /// decision; all of them unless its Tool is another tenant's).
+    pub session: SessionAccess,
 }
 
 impl ToolRefs {
     /// Nothing to resolve and a local runtime.
     pub fn is_empty(&self) -> bool {
-        self.env_from.is_empty() && self.env_value_from.is_empty() && self.pod.is_none()
+        self.env_from.is_empty()
+            && self.env_value_from.is_empty()
+            && self.pod.is_none()
+            && self.session.is_all()
     }
 }
 

@@ -366,7 +366,10 @@ impl Engine {
         &self,
         call: &Call<'_>,
     ) -> Result<environment::ReferencedEnv, ExecError> {
-        let Some(refs) = call.refs.filter(|r| !r.is_empty()) else {
+        let Some(refs) = call
+            .refs
+            .filter(|r| !r.env_from.is_empty() || !r.env_value_from.is_empty())
+        else {
             return Ok(Default::default());
         };
         if refs.pod.is_some() {

@@ -180,6 +180,7 @@ mod tests {
                 optional: false,
             }],
             pod: None,
+            session: Default::default(),
         }
     }
 

@@ -31,6 +31,8 @@ mod budget_tests;
 #[cfg(test)]
 mod pod_tests;
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;
 
 /// `namespace/name` of an object.
@@ -56,6 +58,9 @@ pub enum Verdict {
         namespace: String,
         group: Option<String>,
     },
+    /// Excluded: a Tool outside the trusted namespaces asks for every session variable
+    /// (`sessionKeys: ["*"]`) where the platform team did not allow it.
+    SessionKeysNotAllowed { namespace: String },
     /// Excluded: a `runtime: local` Tool of a namespace not allowed the shared executor.
     LocalRuntimeNotAllowed { namespace: String },
     /// Excluded: a `runtime: pod` Tool of a namespace where the gateway may not create

@@ -6,7 +6,9 @@
 //! runtime: for `runtime: local`, the gateway's shared local runtime
 //! (`LocalRuntimeNotAllowed`); for `runtime: pod`, the gateway may create Pods there
 //! (`PodRuntimeNotAllowed`) and the Pod asks only for what the platform team allowed the
-//! namespace ([`Policy::refused_pod_spec`]; `PodSpecNotAllowed`), and it fits its
+//! namespace ([`Policy::refused_pod_spec`]; `PodSpecNotAllowed`), it asks for every
+//! session variable only where allowed ([`Policy::session_access`];
+//! `SessionKeysNotAllowed`), and it fits its
 //! namespace's budget ([`Policy::tool_budget`]; `NamespaceBudgetExceeded`): a namespace's
 //! admitted Tools count their bytes in the catalog document (their JSON entry), oldest
 //! first (creationTimestamp, then name); from the first Tool that would pass the budget
@@ -111,11 +113,16 @@ pub(super) fn assemble(out: &mut Assembly, tools: &[Arc<Tool>], policy: &Policy)
 
 /// One Tool on its own: valid, and allowed its groups and its runtime.
 fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogTool, ToolVerdict> {
-    let tool = catalog_tool(resource).map_err(|e| ToolVerdict {
+    let mut tool = catalog_tool(resource).map_err(|e| ToolVerdict {
         key: None,
         kind: None,
         verdict: Verdict::Invalid(e),
     })?;
+    let declared = resource.spec.session_keys.as_deref();
+    let access = policy.session_access(namespace, declared, &tool.session);
+    if let Some(access) = &access {
+        tool.session = access.clone();
+    }
     let refuse = |verdict| ToolVerdict {
         key: Some(tool.tool.key.clone()),
         kind: Some(kind_name(&tool)),
@@ -128,6 +135,9 @@ fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogToo
         }));
     }
     let namespace = namespace.to_string();
+    if access.is_none() {
+        return Err(refuse(Verdict::SessionKeysNotAllowed { namespace }));
+    }
     match &tool.runtime {
         Runtime::Local if !policy.may_run_locally(&namespace) => {
             Err(refuse(Verdict::LocalRuntimeNotAllowed { namespace }))

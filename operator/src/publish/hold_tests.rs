@@ -66,7 +66,9 @@ async fn a_hostile_namespace_cannot_stop_a_revocation() {
     let alice = TestGrant::new("alice", "alice")
         .api_key(None)
         .issued("aaaaaaaaaaaa");
-    let bob = TestGrant::new("bob", "bob").api_key(None).issued("bbbbbbbbbbbb");
+    let bob = TestGrant::new("bob", "bob")
+        .api_key(None)
+        .issued("bbbbbbbbbbbb");
     let ctx = context(client.clone(), &ours, &[alice, bob]);
     let mut publisher = CatalogPublisher::new(client, "mcc-system", "mcc-catalog");
     // One shard holds the catalog here (16 in production), to keep the test small.
@@ -115,10 +117,7 @@ async fn a_hostile_namespace_cannot_stop_a_revocation() {
     );
     assert!(tools_rx.try_recv().is_ok(), "every Tool is told");
     let text = ctx.metrics.render();
-    assert!(
-        text.contains("mcc_operator_catalog_tools_held 1"),
-        "{text}"
-    );
+    assert!(text.contains("mcc_operator_catalog_tools_held 1"), "{text}");
     // Nothing changed: nothing is written again.
     let (r, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
     assert!(!r.unwrap());
@@ -134,17 +133,26 @@ async fn a_hostile_namespace_cannot_stop_a_revocation() {
     );
     assert!(r.unwrap());
     let whole = stored_document(&seen.body);
-    let from_other = whole.tools.iter().filter(|t| t.namespace == "other").count();
+    let from_other = whole
+        .tools
+        .iter()
+        .filter(|t| t.namespace == "other")
+        .count();
     assert!((50..100).contains(&from_other), "{from_other}");
     assert!(keys(&whole).contains(&"greet"));
-    assert!(whole.tools.iter().any(|t| t.resource == "h0000"), "the oldest stay");
-    assert!(!whole.tools.iter().any(|t| t.resource == "h1099"), "the newest go");
+    assert!(
+        whole.tools.iter().any(|t| t.resource == "h0000"),
+        "the oldest stay"
+    );
+    assert!(
+        !whole.tools.iter().any(|t| t.resource == "h1099"),
+        "the newest go"
+    );
     assert_eq!(users(&whole).len(), 1);
     assert_eq!(ctx.catalog_error(), None);
-    assert!(ctx
-        .metrics
-        .render()
-        .contains("mcc_operator_objects_not_ready{kind=\"tool\",reason=\"NamespaceBudgetExceeded\"}"));
+    assert!(ctx.metrics.render().contains(
+        "mcc_operator_objects_not_ready{kind=\"tool\",reason=\"NamespaceBudgetExceeded\"}"
+    ));
     assert!(
         ctx.metrics
             .render()
@@ -158,7 +166,11 @@ async fn a_hostile_namespace_cannot_stop_a_revocation() {
 async fn after_a_restart_the_tools_in_place_are_the_ones_held() {
     let (client, mut api) = ApiServerVerifier::new();
     let mut doc = CatalogDocument::default();
-    let ctx = context(client.clone(), &[TestTool::exec("greet", "ns", "greet")], &[]);
+    let ctx = context(
+        client.clone(),
+        &[TestTool::exec("greet", "ns", "greet")],
+        &[],
+    );
     let assembled = crate::assemble::assemble(&ctx.tools.state(), &[], &test_policy());
     doc.tools = assembled.document.tools;
     let encoded = document::encode(&doc).unwrap();

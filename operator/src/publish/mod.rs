@@ -456,7 +456,10 @@ mod tests {
             .collect();
         let ctx = context(publisher.api.clone().into_client(), &huge, &[]);
         let (r, ()) = tokio::join!(cycle(&ctx, &mut publisher, &mut tx), api.expect_nothing());
-        assert!(!r.unwrap(), "the catalog in place already holds these users");
+        assert!(
+            !r.unwrap(),
+            "the catalog in place already holds these users"
+        );
         let why = ctx.catalog_error().expect("the failure is recorded");
         assert!(why.contains("too large"), "{why}");
         assert!(rx.try_recv().is_ok(), "every Tool is reconciled to show it");

@@ -26,8 +26,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use mcc_catalog::document::{
-    self, CatalogDocument, CatalogTool, DocumentError, Encoded, FORMAT_ANNOTATION,
-    FORMAT_VERSION, GZIP_KEY, HASH_ANNOTATION, Payload,
+    self, CatalogDocument, CatalogTool, DocumentError, Encoded, FORMAT_ANNOTATION, FORMAT_VERSION,
+    GZIP_KEY, HASH_ANNOTATION, Payload,
 };
 use mcc_catalog::shards::{
     self, INDEX_KEY, Layout, PART_HASH_ANNOTATION, PART_KEY, ShardIndex, Slot,
@@ -128,8 +128,10 @@ impl CatalogPublisher {
             (None, None, None) if !cm.annotations().contains_key(HASH_ANNOTATION) => {
                 return Some(Vec::new());
             }
-            (None, json, gzip) => document::decode(json.map(String::as_str), gzip.map(|b| &b.0[..]))
-                .map_err(|e| e.to_string()),
+            (None, json, gzip) => {
+                document::decode(json.map(String::as_str), gzip.map(|b| &b.0[..]))
+                    .map_err(|e| e.to_string())
+            }
         };
         match read {
             Ok(doc) => Some(doc.tools),
@@ -144,7 +146,11 @@ impl CatalogPublisher {
         let index = ShardIndex::parse(&self.name, index).map_err(|e| e.to_string())?;
         let mut parts = Vec::new();
         for (n, shard) in index.shards.iter().enumerate() {
-            let cm = self.api.get_opt(&shard.name).await.map_err(|e| e.to_string())?;
+            let cm = self
+                .api
+                .get_opt(&shard.name)
+                .await
+                .map_err(|e| e.to_string())?;
             let part = cm
                 .and_then(|cm| cm.binary_data)
                 .and_then(|mut b| b.remove(PART_KEY))

@@ -199,10 +199,15 @@ async fn a_restart_reads_the_index_and_uses_the_other_slot() {
         api.expect("GET", &index_path, 200, existing).await;
         for (shard, part) in index.shards.iter().zip(&parts) {
             let b64 = base64::engine::general_purpose::STANDARD.encode(part);
-            api.expect("GET", &path(&shard.name), 200, json!({"apiVersion": "v1",
+            api.expect(
+                "GET",
+                &path(&shard.name),
+                200,
+                json!({"apiVersion": "v1",
                 "kind": "ConfigMap", "metadata": {"name": shard.name},
-                "binaryData": {PART_KEY: b64}}))
-                .await;
+                "binaryData": {PART_KEY: b64}}),
+            )
+            .await;
         }
     };
     let (r, ()) = tokio::join!(publisher.load_last(), answers);

@@ -43,24 +43,11 @@ pub(super) fn tool_bytes(value: &Option<String>) -> Result<BTreeMap<String, u64>
     Ok(out)
 }
 
-/// A whole number of bytes with an optional `Ki`, `Mi`, `k` or `M` suffix.
+/// A whole, non-negative number of bytes as a Kubernetes quantity (`2Mi`, `500000`,
+/// `1M`; [`crate::quantity`]).
 pub fn quantity(text: &str) -> Option<u64> {
-    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => text.split_at(i),
-        None => (text, ""),
-    };
-    let scale: u64 = match unit {
-        "" => 1,
-        "k" => 1000,
-        "M" => 1_000_000,
-        "Ki" => 1024,
-        "Mi" => 1024 * 1024,
-        _ => return None,
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    digits.parse::<u64>().ok()?.checked_mul(scale)
+    let v = crate::quantity::parse(text)?;
+    (v.fract() == 0.0 && v <= u64::MAX as f64).then_some(v as u64)
 }
 
 #[cfg(test)]

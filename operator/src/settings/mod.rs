@@ -13,6 +13,7 @@
 //! | `--pod-namespaces` | `MCC_POD_NAMESPACES` | `*`, or a comma list: where the gateway may create Pods; unset: the pod runtime is off |
 //! | `--pod-policy` | `MCC_POD_POLICY` | JSON: namespace (or `*`) → what its pod Tools may ask for ([`pods`]) |
 //! | `--namespace-tool-bytes` | `MCC_NAMESPACE_TOOL_BYTES` | `ns-a=2Mi;*=1Mi`: catalog bytes each namespace's Tools may take ([`budget`]); unset: no budget |
+//! | `--session-all-namespaces` | `MCC_SESSION_ALL_NAMESPACES` | comma list: namespaces outside the trusted ones whose Tools may ask for every session variable (`sessionKeys: ["*"]`); unset: none |
 //!
 //! An empty value counts as unset.
 
@@ -64,6 +65,11 @@ pub struct TenancyArgs {
     /// namespace's newest Tools are left out (`NamespaceBudgetExceeded`).
     #[arg(long, env = "MCC_NAMESPACE_TOOL_BYTES")]
     pub namespace_tool_bytes: Option<String>,
+    /// Namespaces outside the trusted ones whose Tools may ask for every session
+    /// variable of their callers (`sessionKeys: ["*"]`), comma-separated (default: none;
+    /// such Tools get only the variables they list).
+    #[arg(long, env = "MCC_SESSION_ALL_NAMESPACES")]
+    pub session_all_namespaces: Option<String>,
 }
 
 /// A setting that cannot be used, naming its flag and variable.
@@ -80,6 +86,7 @@ const WATCH: (&str, &str) = ("--watch-namespaces", "MCC_WATCH_NAMESPACES");
 const SELECTOR: (&str, &str) = ("--watch-namespace-selector", "MCC_WATCH_NAMESPACE_SELECTOR");
 const LOCAL: (&str, &str) = ("--local-runtime-namespaces", "MCC_LOCAL_RUNTIME_NAMESPACES");
 const GROUPS: (&str, &str) = ("--namespace-groups", "MCC_NAMESPACE_GROUPS");
+const SESSION_ALL: (&str, &str) = ("--session-all-namespaces", "MCC_SESSION_ALL_NAMESPACES");
 
 fn error(setting: (&'static str, &'static str), message: impl Into<String>) -> SettingsError {
     SettingsError {
@@ -109,6 +116,7 @@ pub struct Tenancy {
     pub pod_namespaces: PodScope,
     pub pod_policy: BTreeMap<String, PodAllowance>,
     pub tool_bytes: BTreeMap<String, u64>,
+    pub session_all: BTreeSet<String>,
 }
 
 impl TenancyArgs {
@@ -140,6 +148,8 @@ impl TenancyArgs {
             pod_namespaces: pods::pod_scope(&self.pod_namespaces)?,
             pod_policy: pods::pod_policy(&self.pod_policy)?,
             tool_bytes: budget::tool_bytes(&self.namespace_tool_bytes)?,
+            session_all: namespace_list(&self.session_all_namespaces, SESSION_ALL)?
+                .unwrap_or_default(),
         })
     }
 }
@@ -179,6 +189,7 @@ impl Tenancy {
             pod_namespaces: self.pod_namespaces.clone(),
             pod_policy: self.pod_policy.clone(),
             tool_bytes: self.tool_bytes.clone(),
+            session_all: self.session_all.clone(),
         })
     }
 

@@ -42,7 +42,7 @@ pub(super) fn pod_policy(
     let Some(text) = given(value) else {
         return Ok(BTreeMap::new());
     };
-    let shape = r#"expected {"<namespace>" or "*": {"images": [...], "serviceAccounts": [...], "nodeSelector": {"key": ["value"]}, "tolerations": ["key"], "automountServiceAccountToken": false}}"#;
+    let shape = r#"expected {"<namespace>" or "*": {"images": [...], "serviceAccounts": [...], "nodeSelector": {"key": ["value"]}, "tolerations": ["key"], "automountServiceAccountToken": false, "resources": {"cpu": "2", "memory": "4Gi"}}}"#;
     let entries: BTreeMap<String, serde_json::Value> = serde_json::from_str(text)
         .map_err(|e| error(POD_POLICY, format!("not a JSON object ({e}); {shape}")))?;
     let mut out = BTreeMap::new();
@@ -60,6 +60,13 @@ pub(super) fn pod_policy(
 
 /// Each value of one entry is usable; the message starts with the field's path.
 fn check_allowance(a: &PodAllowance) -> Result<(), String> {
+    for (name, max) in &a.resources {
+        if crate::quantity::parse(max).is_none() {
+            return Err(format!(
+                "resources.{name}: '{max}' is not a quantity (e.g. \"2\", \"500m\", \"4Gi\")"
+            ));
+        }
+    }
     for (i, image) in a.images.iter().enumerate() {
         if image.is_empty() || image.chars().any(char::is_whitespace) {
             return Err(format!(

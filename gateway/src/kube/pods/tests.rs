@@ -46,6 +46,7 @@ pub(super) fn refs(image: Option<&str>) -> ToolRefs {
             resources: Some(json!({"limits": {"memory": "64Mi"}})),
             ..Default::default()
         }),
+        session: Default::default(),
     }
 }
 
