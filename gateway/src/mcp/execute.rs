@@ -7,6 +7,10 @@
 //! on the client's `notifications/cancelled` (relayed from other replicas by
 //! [`super::relay`]), on a closed stream it issued no resumable event ids on, and when
 //! the session or the server ends; see docs/execution.md#cancellation.
+//!
+//! A legacy session that set a log level hears of its calls ([`super::logging`]).
+
+use std::time::Instant;
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, InputResponses};
@@ -15,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ask::McpAsk;
+use super::logging::CallLog;
 use super::text;
 use super::{CallCtx, Shared};
 use crate::calls::execute::{self as pipeline, ExecRequest, Executed, Ran};
@@ -49,14 +54,49 @@ pub async fn execute(
     args: ExecuteArgs,
     ctx: &RequestContext<RoleServer>,
     answers: Option<&InputResponses>,
+    log: &CallLog,
 ) -> CallToolResponse {
+    let started = Instant::now();
+    let key = crate::telemetry::spans::bounded(&args.key);
+    log.info(format!("execute {key} started")).await;
+    let params = args.params.unwrap_or_default();
+    if log.debugging() {
+        let names: Vec<&str> = params.keys().map(String::as_str).collect();
+        // Only legacy sessions log: without a handle, the call uses the MCP session's.
+        let session = if args.session.is_some() {
+            "a handle"
+        } else {
+            "this MCP session"
+        };
+        log.debug(format!(
+            "execute {key}: params [{}], session {session}",
+            names.join(", ")
+        ))
+        .await;
+    }
     let request = ExecRequest {
         key: &args.key,
-        params: args.params.unwrap_or_default(),
+        params,
         session: args.session.as_deref(),
         cancel: Some(ctx.ct.clone()),
     };
     let executed = pipeline::execute(shared, call, request, &McpAsk { ctx, answers }).await;
+    if let Executed::Ran(ran) = &executed {
+        log.debug(format!(
+            "execute {key}: exit code {}, {} bytes{}{}",
+            ran.exit_code(),
+            ran.text.as_ref().map_or(0, String::len),
+            if ran.cached { ", cached" } else { "" },
+            if ran.truncated { ", truncated" } else { "" },
+        ))
+        .await;
+    }
+    let elapsed = started.elapsed().as_millis();
+    log.info(format!(
+        "execute {key} finished in {elapsed} ms ({})",
+        executed.label()
+    ))
+    .await;
     render(&args.key, executed)
 }
 

@@ -2,6 +2,8 @@
 //! `set_session`, `get_session`, `new_session`) and prompts agents call, over rmcp.
 //!
 //! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
+//! - [`resources`]: `mcc://` resources; [`completion`]: prompt argument completion;
+//!   [`logging`]: `logging/setLevel` and a legacy session's log notifications;
 //! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
 //! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
 //!   clients' answers (elicitation) reach the replica that asked, their cancellations the
@@ -11,9 +13,12 @@
 //! middleware); this module never looks at credentials.
 
 pub mod ask;
+pub mod completion;
 pub mod execute;
 pub mod legacy_sessions;
+pub mod logging;
 pub mod relay;
+pub mod resources;
 pub mod session_owner;
 pub mod surface;
 pub mod text;
@@ -21,9 +26,10 @@ pub mod text;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -64,11 +70,16 @@ impl CallCtx {
 #[derive(Clone)]
 pub struct McpServer {
     shared: Arc<Shared>,
+    /// The session's log level (legacy sessions: [`logging`]).
+    log: logging::SessionLog,
 }
 
 impl McpServer {
     pub fn new(shared: Arc<Shared>) -> Self {
-        Self { shared }
+        Self {
+            shared,
+            log: logging::SessionLog::default(),
+        }
     }
 }
 
@@ -166,7 +177,8 @@ impl McpServer {
             "execute" => match parse::<execute::ExecuteArgs>(name, &args) {
                 Ok(a) => {
                     let answers = request.input_responses.as_ref();
-                    Ok(execute::execute(&self.shared, &call, a, ctx, answers).await)
+                    let log = self.log.for_call(ctx, call.mcp_session.is_some());
+                    Ok(execute::execute(&self.shared, &call, a, ctx, answers, &log).await)
                 }
                 Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },
@@ -259,9 +271,14 @@ impl McpServer {
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
+            // Logging is deprecated (2026-07-28) but still what legacy clients ask for.
+            #[allow(deprecated)]
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_prompts()
+                .enable_resources()
+                .enable_completions()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
@@ -320,5 +337,60 @@ impl ServerHandler for McpServer {
         surface::render_prompt(&request.name, &args)
             .map(Into::into)
             .map_err(|e| McpError::invalid_params(e.to_string(), None))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let call = CallCtx::from_request(&context);
+        let catalog = self.shared.catalog.snapshot();
+        Ok(completion::complete(
+            &catalog,
+            call.caller.user.as_ref(),
+            &request,
+        ))
+    }
+
+    #[allow(deprecated)] // logging: see [`logging`]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let call = CallCtx::from_request(&context);
+        self.log.set(request.level, call.mcp_session.is_some());
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let call = CallCtx::from_request(&context);
+        let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
+        let catalog = self.shared.catalog.snapshot();
+        resources::list(&catalog, call.caller.user.as_ref(), cursor)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let call = CallCtx::from_request(&context);
+        resources::read(&self.shared, &call, &request.uri)
+            .await
+            .map(Into::into)
     }
 }

@@ -2,7 +2,7 @@
 //! of the catalog, the caller and the inputs. What a caller may see is
 //! [`crate::calls::view`]'s; this module only words it.
 
-use mcc_catalog::User;
+use mcc_catalog::{Tool, User};
 
 use crate::calls::view;
 use crate::catalog::Catalog;
@@ -26,8 +26,8 @@ pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
     format!("Validation error for tool '{key}': {error}")
 }
 
-/// The tools the caller may run ([`crate::calls::view::visible_tools`]) as
-/// `## <key>\n<description>` joined by a blank line.
+/// The tools the caller may run ([`crate::calls::view::visible_tools`]) as their
+/// [`tool_block`]s joined by a blank line.
 pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String]) -> String {
     let tools = view::visible_tools(catalog, user, groups);
     if tools.is_empty() {
@@ -35,9 +35,15 @@ pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String])
     }
     tools
         .iter()
-        .map(|t| format!("## {}\n{}", t.key, t.description))
+        .map(|t| tool_block(t))
         .collect::<Vec<_>>()
         .join("\n\n")
+}
+
+/// One tool as `describe_tools` prints it, `## <key>\n<description>`: also the text of
+/// its `mcc://tools/{key}` resource ([`super::resources`]).
+pub fn tool_block(tool: &Tool) -> String {
+    format!("## {}\n{}", tool.key, tool.description)
 }
 
 /// whoami's four lines (groups in stored order, tools = every accessible key, sorted).
@@ -68,7 +74,6 @@ pub fn whoami(catalog: &Catalog, user: Option<&User>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcc_catalog::Tool;
     use serde_json::json;
 
     fn tool(key: &str, groups: &[&str], description: &str) -> Tool {

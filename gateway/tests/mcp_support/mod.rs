@@ -172,11 +172,13 @@ pub enum Answer {
     Cancel,
 }
 
-/// An MCP client that may declare elicitation and records the questions it got.
+/// An MCP client that may declare elicitation and records the questions it got and the
+/// log notifications it received (`level: text`).
 #[derive(Clone)]
 pub struct TestClient {
     pub answer: Option<Answer>,
     pub asked: Arc<Mutex<Vec<String>>>,
+    pub logs: Arc<Mutex<Vec<String>>>,
     pub version: Option<ProtocolVersion>,
 }
 
@@ -185,6 +187,7 @@ impl TestClient {
         Self {
             answer: None,
             asked: Default::default(),
+            logs: Default::default(),
             version: None,
         }
     }
@@ -226,6 +229,20 @@ impl ClientHandler for TestClient {
             Some(Answer::Decline) | None => ElicitResult::new(ElicitationAction::Decline),
             Some(Answer::Cancel) => ElicitResult::new(ElicitationAction::Cancel),
         })
+    }
+
+    #[allow(deprecated)] // logging: deprecated by 2026-07-28, still legacy sessions'
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _ctx: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let level = serde_json::to_value(params.level).unwrap_or_default();
+        let text = params.data.as_str().unwrap_or_default().to_string();
+        self.logs
+            .lock()
+            .unwrap()
+            .push(format!("{}: {text}", level.as_str().unwrap_or("?")));
     }
 }
 
@@ -398,6 +415,16 @@ pub fn default_settings() -> Settings {
 
 /// A client of either generation that sends `Authorization: Bearer <token>`.
 pub async fn with_token(url: &str, token: &str, stateless_client: bool) -> Client {
+    with_token_as(url, token, stateless_client, TestClient::plain()).await
+}
+
+/// [`with_token`] with a handler of the test's own (to read what it received).
+pub async fn with_token_as(
+    url: &str,
+    token: &str,
+    stateless_client: bool,
+    handler: TestClient,
+) -> Client {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
     mcc_gateway::tls::install_crypto_provider();
@@ -409,7 +436,7 @@ pub async fn with_token(url: &str, token: &str, stateless_client: bool) -> Clien
     } else {
         ClientLifecycleMode::Initialize
     };
-    TestClient::plain()
+    handler
         .serve_with_lifecycle(transport, lifecycle)
         .await
         .expect("authenticated client connects")
