@@ -7,6 +7,8 @@ set -euo pipefail
 dir=${MCC_CLUSTER_DIR:-/tmp/mcc-cluster}
 keep=false
 [ "${1:-}" = "--keep" ] && keep=true
+# A node of node-up.sh (issue 31) goes first: its Pods, mounts, cgroups and bridge.
+[ -d "$dir/node" ] && "$(dirname "$0")/node-down.sh"
 [ -d "$dir/pids" ] || { echo "down.sh: nothing runs from $dir"; exit 0; }
 
 # Newest first, so the API server outlives its clients and etcd outlives the API server.

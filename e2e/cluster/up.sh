@@ -10,6 +10,7 @@
 # (default /tmp/mcc-cluster). Ports: MCC_CLUSTER_PORT (API server, default 16443); etcd,
 # the controller manager and the scheduler take the next ports up. Everything listens on
 # 127.0.0.1 only. A second `up.sh` while one runs says so and exits 1.
+# MCC_CLUSTER_NODE=1 adds what node-up.sh's kubelet needs (issue 31; see below).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${MCC_CLUSTER_DIR:-/tmp/mcc-cluster}
@@ -58,6 +59,17 @@ cert apiserver "/CN=kube-apiserver" \
 cert admin "/O=system:masters/CN=mcc-e2e-admin"
 cert controller-manager "/CN=system:kube-controller-manager"
 cert scheduler "/CN=system:kube-scheduler"
+# With MCC_CLUSTER_NODE=1 (node-up.sh, issue 31) the API server shows kubelets a client
+# certificate of its own (logs, exec, port-forward; node-up.sh binds it to
+# system:kubelet-api-admin) and checks theirs against the CA, at the node's InternalIP.
+# Unset (the default, what .ci/run does), none of this is there.
+node_flags=()
+if [ "${MCC_CLUSTER_NODE:-0}" = 1 ]; then
+  cert apiserver-kubelet-client "/CN=kube-apiserver-kubelet-client"
+  node_flags=(--kubelet-client-certificate "$pki/apiserver-kubelet-client.crt"
+    --kubelet-client-key "$pki/apiserver-kubelet-client.key"
+    --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP)
+fi
 # ServiceAccount tokens: signed with this key by the API server (TokenRequest) and the
 # controller manager (legacy token Secrets, none used here), verified with its public half.
 openssl_quiet genrsa -out "$pki/sa.key" 2048
@@ -111,7 +123,7 @@ start kube-apiserver \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range "$service_cidr" \
   --endpoint-reconciler-type none \
-  --profiling=false
+  --profiling=false "${node_flags[@]}"
 
 # --- Ready: /readyz of the API server (with its RBAC bootstrap policy in place) before
 # the controllers start: they exit when their first requests are refused.
