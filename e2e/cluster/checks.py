@@ -454,9 +454,9 @@ def least_privilege(c):
         # Issue 32, item 6: Secrets are read only where Tools run locally, Pods made only
         # where pod Tools run.
         (gw, "no", ["get", "secrets/anything"], PODS_NS),
-        (gw, "no", ["create", "pods"], NS),
         (gw, "no", ["create", "pods"], "kube-system"),
-        (gw, "no", ["create", "secrets"], NS),
+        (gw, "no", ["create", "secrets"], TENANT_NS),
+        (gw, "no", ["create", "pods"], BULK_NS[0]),
         (gw, "no", ["patch", f"configmaps/{CATALOG}"], NS),
         (op, "yes", ["patch", f"configmaps/{CATALOG}-shard-a-0"], NS),
         (op, "yes", ["delete", f"configmaps/{CATALOG}-shard-b-15"], NS),
