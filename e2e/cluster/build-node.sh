@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the node's own programs once and prints the directory that holds them:
-# containerd 2, containerd-shim-runc-v2 and ctr, from the Go module pinned in
-# node-tools/go.mod (the kubelet and kube-proxy come from build.sh, the control plane's
+# containerd 2, containerd-shim-runc-v2 and ctr, and CoreDNS (the cluster DNS,
+# node-e2e.sh), from the Go modules pinned in node-tools/go.mod (the kubelet and kube-proxy come from build.sh, the control plane's
 # build; runc and the CNI plugins are Debian's, see node-up.sh).
 #
 #   e2e/cluster/build-node.sh            # -> ~/.cache/mcc-k8s/node-<hash>/bin
@@ -40,6 +40,12 @@ go build -trimpath -tags "urfave_cli_no_docs osusergo netgo" -ldflags "$ld" -o "
   $pkg/cmd/containerd $pkg/cmd/ctr
 go build -trimpath -tags "urfave_cli_no_docs osusergo netgo no_grpc" -ldflags "$ld" -o "$out/" \
   $pkg/cmd/containerd-shim-runc-v2
+# CoreDNS with its default plugin set (kubernetes, forward, cache, …), static: it runs
+# in a scratch image (node-e2e.sh writes it with oci_image.py).
+cpkg=github.com/coredns/coredns
+cversion=$(awk '{ for (i = 1; i < NF; i++) if ($i == "'$cpkg'") print $(i + 1) }' "$tools/go.mod")
+go build -trimpath -tags "osusergo netgo" -ldflags "-s -w -X $cpkg/coremain.GitCommit=module-$cversion" \
+  -o "$out/coredns" $cpkg
 echo "build-node.sh: built in $(( $(date +%s) - start )) s" >&2
 touch "$out/.complete"
 echo "$out"

@@ -26,5 +26,7 @@ for _ in $(seq 50); do
 done
 for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; done
 rm -rf "$dir/pids"
+# The bridge up.sh made with MCC_CLUSTER_NODE=1 (node-down.sh deletes it when a node ran).
+[ -f "$dir/bridge" ] && { ip link del "$(cat "$dir/bridge")" 2>/dev/null || true; }
 $keep || rm -rf "$dir"
 echo "down.sh: stopped ${#pids[@]} processes" >&2

@@ -8,7 +8,10 @@
 #   e2e/cluster/node-up.sh                 # containerd + kubelet; waits for Ready
 #   e2e/cluster/node-down.sh               # stops them, their Pods, mounts, cgroups
 #
-# Same MCC_CLUSTER_DIR / MCC_CLUSTER_PORT as up.sh. State in $MCC_CLUSTER_DIR/node
+# Same MCC_CLUSTER_DIR / MCC_CLUSTER_PORT as up.sh (whose MCC_CLUSTER_NODE=1 API server
+# listens on the node IP: the kubeconfigs here take its address from admin.kubeconfig).
+# The kubelet's clusterDNS is 10.96.0.10 (MCC_NODE_CLUSTER_DNS), where node-e2e.sh runs
+# CoreDNS; without it Pods' lookups of cluster names fail. State in $MCC_CLUSTER_DIR/node
 # (containerd root and state, kubelet root, CNI config, logs, pids). The kubelet listens
 # on the node IP (the bridge's address, 10.244.<port/10 % 256>.1) on MCC_CLUSTER_PORT+10
 # (its API) and on 127.0.0.1:MCC_CLUSTER_PORT+11 (healthz).
@@ -90,13 +93,15 @@ sign kubelet-client "/O=system:nodes/CN=system:node:$node" 'extendedKeyUsage=cli
 # kube-proxy as system:kube-proxy: bound to system:node-proxier by the default policy.
 sign kube-proxy "/CN=system:kube-proxy" 'extendedKeyUsage=clientAuth\n'
 sign kubelet-serving "/CN=$node" "subjectAltName=IP:$node_ip,IP:127.0.0.1,DNS:$node\nextendedKeyUsage=serverAuth\n"
+# The API server's address as up.sh wrote it (the node IP with MCC_CLUSTER_NODE=1).
+server=$("$kubectl" config view -o jsonpath='{.clusters[0].cluster.server}')
 kubeconfig() { # kubeconfig NAME CERT
   cat > "$nd/$1.kubeconfig" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
   - name: mcc-e2e
-    cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$pki/ca.crt"}
+    cluster: {server: "$server", certificate-authority: "$pki/ca.crt"}
 users:
   - name: $1
     user: {client-certificate: "$nd/pki/$2.crt", client-key: "$nd/pki/$2.key"}
@@ -218,6 +223,9 @@ cgroupRoot: $cgroot
 failCgroupV1: false
 failSwapOn: false
 clusterDomain: cluster.local
+# The kube-dns Service's conventional address (the 10th of 10.96.0.0/16); node-e2e.sh runs
+# CoreDNS behind it. Without it Pods get the host's resolv.conf.
+clusterDNS: [${MCC_NODE_CLUSTER_DNS:-10.96.0.10}]
 podCIDR: $pod_cidr
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 imageGCHighThresholdPercent: 99

@@ -10,7 +10,8 @@
 # (default /tmp/mcc-cluster). Ports: MCC_CLUSTER_PORT (API server, default 16443); etcd,
 # the controller manager and the scheduler take the next ports up. Everything listens on
 # 127.0.0.1 only. A second `up.sh` while one runs says so and exits 1.
-# MCC_CLUSTER_NODE=1 adds what node-up.sh's kubelet needs (issue 31; see below).
+# MCC_CLUSTER_NODE=1 adds what node-up.sh's kubelet needs (issue 31; see below), and
+# then the API server listens on the node's address instead (the CNI bridge's, made here).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${MCC_CLUSTER_DIR:-/tmp/mcc-cluster}
@@ -31,10 +32,29 @@ for p in $port $etcd_port $etcd_peer $kcm_port $sched_port; do
   fi
 done
 command -v openssl >/dev/null || { echo "up.sh: openssl is needed for the certificates" >&2; exit 1; }
+# Where the API server listens and what it advertises. Default: 127.0.0.1, no endpoint
+# reconciler (the `kubernetes` Service has no endpoints: nothing runs in Pods).
+# MCC_CLUSTER_NODE=1: the node's address, the CNI bridge's gateway address that
+# node-up.sh uses (10.244.<port/10 % 256>.1; the bridge is made here, before the API
+# server binds it), and the lease reconciler publishes it as the `kubernetes` Service's
+# endpoint: Pods reach the API server at 10.96.0.1:443 through kube-proxy. Still on this
+# machine only (a bridge with no uplink); every kubeconfig then names that address.
+api_host=127.0.0.1 reconciler=none san_node=
+if [ "${MCC_CLUSTER_NODE:-0}" = 1 ]; then
+  [ "$(id -u)" = 0 ] || { echo "up.sh: MCC_CLUSTER_NODE=1 needs root (the node's bridge)" >&2; exit 1; }
+  pod_cidr=${MCC_NODE_POD_CIDR:-10.244.$(( (port / 10) % 256 )).0/24}
+  api_host=${pod_cidr%.0/24}.1 reconciler=lease san_node=,IP:${pod_cidr%.0/24}.1
+  bridge=mcc$port
+  ip link show "$bridge" >/dev/null 2>&1 || ip link add "$bridge" type bridge
+  ip addr replace "$api_host/${pod_cidr#*/}" dev "$bridge"
+  ip link set "$bridge" up
+fi
 
 bin=$("$here/build.sh")
 rm -rf "$dir"
 mkdir -p "$dir"/{pki,logs,pids}
+# down.sh deletes the bridge even when no node ever ran.
+[ "${MCC_CLUSTER_NODE:-0}" = 1 ] && echo "$bridge" > "$dir/bridge"
 mkdir -m 0700 "$dir/etcd"
 pki=$dir/pki
 
@@ -55,7 +75,7 @@ cert() { # cert NAME SUBJECT [SAN]
     -CAcreateserial -days 30 -extfile "$ext" -out "$pki/$name.crt"
 }
 cert apiserver "/CN=kube-apiserver" \
-  "IP:127.0.0.1,IP:$service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  "IP:127.0.0.1,IP:$service_ip,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local$san_node"
 cert admin "/O=system:masters/CN=mcc-e2e-admin"
 cert controller-manager "/CN=system:kube-controller-manager"
 cert scheduler "/CN=system:kube-scheduler"
@@ -81,7 +101,7 @@ apiVersion: v1
 kind: Config
 clusters:
   - name: mcc-e2e
-    cluster: {server: "https://127.0.0.1:$port", certificate-authority: "$pki/ca.crt"}
+    cluster: {server: "https://$api_host:$port", certificate-authority: "$pki/ca.crt"}
 users:
   - name: $1
     user: {client-certificate: "$pki/$1.crt", client-key: "$pki/$1.key"}
@@ -115,14 +135,14 @@ start etcd --name mcc-e2e --data-dir "$dir/etcd" \
 # NamespaceLifecycle, ResourceQuota, …), RBAC, ServiceAccount tokens from sa.key.
 start kube-apiserver \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$port" \
+  --bind-address "$api_host" --advertise-address "$api_host" --secure-port "$port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" \
   --authorization-mode Node,RBAC \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range "$service_cidr" \
-  --endpoint-reconciler-type none \
+  --endpoint-reconciler-type "$reconciler" \
   --profiling=false "${node_flags[@]}"
 
 # --- Ready: /readyz of the API server (with its RBAC bootstrap policy in place) before
@@ -165,5 +185,5 @@ cat > "$dir/env" <<EOF
 export KUBECONFIG=$dir/admin.kubeconfig
 export PATH=$bin:\$PATH
 EOF
-echo "up.sh: Kubernetes $("$bin/kubectl" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') ready at https://127.0.0.1:$port ($dir)" >&2
+echo "up.sh: Kubernetes $("$bin/kubectl" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])') ready at https://$api_host:$port ($dir)" >&2
 echo "export KUBECONFIG=$dir/admin.kubeconfig PATH=$bin:\$PATH"
