@@ -169,6 +169,29 @@ pub struct ToolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = limits::SESSION_KEYS))]
     pub session_keys: Option<Vec<String>>,
+    /// A human-readable name shown beside the key (MCP's `title` annotation); one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = limits::TITLE), regex(pattern = r"^[^\r\n]*$"))]
+    pub title: Option<String>,
+    /// MCP hint: the tool does not modify its environment. Hints are the author's word,
+    /// shown to agents; nothing enforces them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    /// MCP hint: the tool may perform destructive updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    /// MCP hint: repeating a call with the same arguments has no further effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    /// MCP hint: the tool reaches an open world of external entities.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+    /// A JSON Schema (root `type: object`) every successful result must match; the
+    /// result is then also returned as MCP's `structuredContent`. Checked as a schema by
+    /// the operator (`spec.outputSchema` in the status when it is not one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "json_schema_object")]
+    pub output_schema: Option<Value>,
 }
 
 /// One declared parameter.
@@ -455,6 +478,17 @@ fn oidc_subject_list(_: &mut SchemaGenerator) -> Schema {
             "description": "{issuer: <iss>, subject: <sub>}; or a bare subject string (old form: the gateway's pinned issuer only)",
             "x-kubernetes-preserve-unknown-fields": true
         }
+    })
+}
+
+// Any JSON object: a structural schema cannot describe JSON Schema itself; the operator
+// checks it (`mcc_catalog::annotations::check_schema`) and bounds its size
+// (`limits::OUTPUT_SCHEMA_BYTES`).
+fn json_schema_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "description": "a JSON Schema whose root is type: object",
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
     })
 }
 

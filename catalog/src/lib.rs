@@ -1,6 +1,8 @@
 //! The one definition of an MCC catalog, shared by the gateway and the operator.
 //!
 //! - [`tool`]: the data model (tools, params, limits, users);
+//! - [`annotations`]: MCP's title and hints, and output schemas (checked at load and on
+//!   every result);
 //! - [`key`], [`rbac`], [`rate`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
 //!   catalog's rules, each in one place and free of I/O;
 //! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
@@ -12,6 +14,7 @@
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
 //!   the size limits of a Tool's text and lists, for its schema and the operator alike.
 
+pub mod annotations;
 pub mod apikey;
 pub mod context;
 #[cfg(feature = "crd")]

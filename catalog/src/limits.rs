@@ -44,6 +44,12 @@ pub const GLOB: usize = 256;
 pub const RATE_LIMIT: usize = 64;
 /// `runtime.pod.nodeSelector` entries and `runtime.pod.tolerations`.
 pub const POD_ENTRIES: usize = 64;
+/// `title`: one line naming the tool for people (MCP's annotation).
+pub const TITLE: usize = 256;
+/// `outputSchema`: a JSON Schema, bounded by its serialized size in bytes (the CRD's
+/// schema cannot bound a free-form object; the operator does). It is shown in every
+/// signature block of the tool, so it stays well below a description's size.
+pub const OUTPUT_SCHEMA_BYTES: usize = 16 * 1024;
 /// `sessionKeys` entries (session variable names, each bounded by [`NAME`]).
 pub const SESSION_KEYS: usize = 64;
 
@@ -143,6 +149,12 @@ mod check {
         for (i, k) in keys.iter().enumerate() {
             text(&format!("sessionKeys[{i}]"), Some(k), NAME)?;
         }
+        text("title", spec.title.as_deref(), TITLE)?;
+        json(
+            "outputSchema",
+            spec.output_schema.as_ref(),
+            OUTPUT_SCHEMA_BYTES,
+        )?;
         if let Some(Runtime::Pod(pod)) = &spec.runtime {
             items(
                 "runtime.pod.nodeSelector",
@@ -212,7 +224,7 @@ mod tests {
     #[test]
     fn each_field_over_its_limit_is_named_with_the_limit() {
         type Case = (fn(&mut ToolSpec), &'static str);
-        let cases: [Case; 9] = [
+        let cases: [Case; 11] = [
             (
                 |s| s.description = Some("d".repeat(DESCRIPTION + 1)),
                 "spec.description: 16385 characters, over the limit of 16384 characters",
@@ -266,6 +278,18 @@ mod tests {
             (
                 |s| s.rate_limit = Some(json!("1".repeat(RATE_LIMIT + 1))),
                 "spec.rateLimit: 65 characters",
+            ),
+            (
+                |s| s.title = Some("t".repeat(TITLE + 1)),
+                "spec.title: 257 characters, over the limit of 256 characters",
+            ),
+            (
+                |s| {
+                    s.output_schema = Some(
+                        json!({"type": "object", "description": "d".repeat(OUTPUT_SCHEMA_BYTES)}),
+                    )
+                },
+                "spec.outputSchema: 16418 bytes of JSON, over the limit of 16384",
             ),
         ];
         for (change, want) in cases {

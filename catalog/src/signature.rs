@@ -6,6 +6,9 @@
 //! <description>
 //! <example>
 //! ```
+//!
+//! followed by [`crate::annotations::lines`] for a tool that declares a title, hints or
+//! an output schema (none: MCC's block, byte for byte).
 
 use std::fmt::Write;
 
@@ -33,6 +36,10 @@ pub fn signature(tool: &Tool) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&crate::annotations::lines(
+        &tool.annotations,
+        tool.output_schema.as_ref(),
+    ));
     out
 }
 
@@ -103,6 +110,8 @@ mod tests {
             cache_ttl: None,
             rate_limit: None,
             return_type: Some("str".into()),
+            annotations: Default::default(),
+            output_schema: None,
             source: String::new(),
         }
     }
@@ -129,6 +138,25 @@ mod tests {
             signature(&t),
             "## public.osint.greet (name:str, times:int=3, tag:str=\"\", loud:bool=False) -> str\n\
              `name` — Who to greet.\nGreets someone.\ngreet(name='bob')\n"
+        );
+    }
+
+    #[test]
+    fn declared_annotations_and_schema_follow_the_block() {
+        let mut t = tool(
+            ToolKind::Exec {
+                command: "echo".into(),
+            },
+            vec![],
+        );
+        t.description = "Counts.".into();
+        t.annotations.title = Some("Counter".into());
+        t.annotations.idempotent_hint = Some(true);
+        t.output_schema = Some(json!({"type": "object"}));
+        assert_eq!(
+            signature(&t),
+            "## public.osint.greet () -> str | (int, str, str)\nCounts.\nTitle: Counter\n\
+             Hints: idempotentHint=true\nOutput schema: {\"type\":\"object\"}\n"
         );
     }
 

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::annotations::Annotations;
 use crate::key::{MAX_KEY_LEN, tool_key};
 use crate::template;
 use crate::tool::{EnvPassthrough, Limits, Param, ParamType, Tool, ToolKind};
@@ -33,6 +34,12 @@ pub const ENTRY_KEYS: &[&str] = &[
     "rate_limit",
     "return_type",
     "python",
+    "title",
+    "read_only_hint",
+    "destructive_hint",
+    "idempotent_hint",
+    "open_world_hint",
+    "output_schema",
 ];
 
 /// A tool entry as written. Strings that YAML may type as numbers (`env` values,
@@ -49,7 +56,7 @@ pub struct ToolEntry {
     pub description: Option<String>,
     pub example: Option<Scalar>,
     pub params: Option<Vec<ParamEntry>>,
-    #[serde(default, deserialize_with = "yaml_bool")]
+    #[serde(default, deserialize_with = "yaml_bool_field")]
     pub stdin: bool,
     #[serde(default)]
     pub limits: Limits,
@@ -65,6 +72,19 @@ pub struct ToolEntry {
     pub rate_limit: Option<crate::rate::RateLimit>,
     pub return_type: Option<String>,
     pub python: Option<String>,
+    /// MCP's annotations, each its own key in MCC's snake_case (see
+    /// [`crate::annotations`]).
+    pub title: Option<String>,
+    #[serde(default, deserialize_with = "opt_yaml_bool")]
+    pub read_only_hint: Option<bool>,
+    #[serde(default, deserialize_with = "opt_yaml_bool")]
+    pub destructive_hint: Option<bool>,
+    #[serde(default, deserialize_with = "opt_yaml_bool")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, deserialize_with = "opt_yaml_bool")]
+    pub open_world_hint: Option<bool>,
+    /// A JSON Schema object, checked by [`crate::annotations::check_schema`].
+    pub output_schema: Option<Value>,
 }
 
 /// One `params:` entry as written; `type` is checked against the six names.
@@ -74,7 +94,7 @@ pub struct ParamEntry {
     pub name: String,
     #[serde(rename = "type")]
     pub ty: Option<String>,
-    #[serde(default, deserialize_with = "yaml_bool")]
+    #[serde(default, deserialize_with = "yaml_bool_field")]
     pub required: bool,
     pub default: Option<Value>,
     pub description: Option<String>,
@@ -99,13 +119,23 @@ pub fn yaml11_bool(word: &str) -> Option<bool> {
 }
 
 /// A boolean field: `true`/`false` or one of PyYAML's words (`yes`, `off`, ...).
-fn yaml_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    match Value::deserialize(d)? {
+fn yaml_bool_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    yaml_bool(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+}
+
+fn yaml_bool(v: Value) -> Result<bool, String> {
+    match v {
         Value::Bool(b) => Ok(b),
         Value::String(s) if yaml11_bool(&s).is_some() => Ok(yaml11_bool(&s).unwrap_or_default()),
-        other => Err(serde::de::Error::custom(format!(
-            "expected a boolean (true/false), got {other}"
-        ))),
+        other => Err(format!("expected a boolean (true/false), got {other}")),
+    }
+}
+
+/// An optional boolean field (a hint): as [`yaml_bool`], `null` as absent.
+fn opt_yaml_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    match Option::<Value>::deserialize(d)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => yaml_bool(v).map(Some).map_err(serde::de::Error::custom),
     }
 }
 
@@ -333,6 +363,17 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
     // MCC treats `params: []` like absent params on fn tools.
     let needs_introspection = kind.is_fn() && (params.is_empty() || entry.return_type.is_none());
     let name_from_callable = name_from_callable && needs_introspection;
+    // The title is one line of the signature block.
+    if entry
+        .title
+        .as_deref()
+        .is_some_and(|t| t.contains(['\n', '\r']))
+    {
+        return Err(err("title", "must be one line"));
+    }
+    if let Some(schema) = &entry.output_schema {
+        crate::annotations::check_schema(schema).map_err(|m| err("output_schema", m))?;
+    }
     let key = tool_key(&entry.groups, &name);
     if key.len() > MAX_KEY_LEN {
         return Err(err(
@@ -365,6 +406,14 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
         cache_ttl: entry.cache_ttl,
         rate_limit: entry.rate_limit,
         return_type: entry.return_type,
+        annotations: Annotations {
+            title: entry.title.filter(|t| !t.trim().is_empty()),
+            read_only_hint: entry.read_only_hint,
+            destructive_hint: entry.destructive_hint,
+            idempotent_hint: entry.idempotent_hint,
+            open_world_hint: entry.open_world_hint,
+        },
+        output_schema: entry.output_schema,
         source: source.to_string(),
     };
     Ok(BuiltTool {

@@ -12,6 +12,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::annotations::Annotations;
+
 /// The six parameter types MCC knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -229,6 +231,13 @@ pub struct Tool {
     pub rate_limit: Option<crate::rate::RateLimit>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub return_type: Option<String>,
+    /// MCP's title and behaviour hints ([`crate::annotations`]); none in MCC's tools.
+    #[serde(default, skip_serializing_if = "Annotations::is_empty")]
+    pub annotations: Annotations,
+    /// A JSON Schema (root `"type": "object"`) a successful result must match; the result
+    /// is then also sent as MCP's `structuredContent` ([`crate::annotations`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     /// Where the tool was defined (`file.yaml: tools[2] 'name'` or `Tool ns/name`), for
     /// error messages.
     #[serde(default, skip_serializing_if = "String::is_empty")]

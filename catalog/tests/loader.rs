@@ -470,3 +470,45 @@ fn alias_bombs_are_refused_not_expanded() {
     assert!(err.starts_with("t.yaml: invalid YAML: "), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
+
+#[test]
+fn annotations_and_output_schemas_are_read_and_checked() {
+    let t = &tools(
+        "tools:\n  - name: t\n    exec: ls\n    title: List\n    read_only_hint: true\n    \
+         destructive_hint: no\n    open_world_hint: null\n    output_schema:\n      \
+         type: object\n      properties: {n: {type: integer}}\n",
+    )[0];
+    assert_eq!(t.annotations.title.as_deref(), Some("List"));
+    assert_eq!(t.annotations.read_only_hint, Some(true));
+    assert_eq!(t.annotations.destructive_hint, Some(false));
+    assert_eq!(t.annotations.idempotent_hint, None);
+    assert_eq!(t.annotations.open_world_hint, None);
+    assert_eq!(
+        t.output_schema,
+        Some(serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}}))
+    );
+    let plain = &tools("tools:\n  - name: t\n    exec: ls\n")[0];
+    assert!(plain.annotations.is_empty() && plain.output_schema.is_none());
+
+    let entry = |extra: &str| format!("tools:\n  - name: t\n    exec: ls\n{extra}");
+    let e = error(&entry("    idempotent_hint: maybe\n"));
+    assert!(
+        e.starts_with("t.yaml: tools[0] 't': idempotent_hint: "),
+        "{e}"
+    );
+    assert_eq!(
+        error(&entry("    title: \"a\\nb\"\n")),
+        "t.yaml: tools[0] 't': title: must be one line"
+    );
+    let e = error(&entry(
+        "    output_schema:\n      type: object\n      properties: {n: {type: 5}}\n",
+    ));
+    assert!(
+        e.starts_with(
+            "t.yaml: tools[0] 't': output_schema: not a valid JSON Schema at /properties/n/type"
+        ),
+        "{e}"
+    );
+    let e = error(&entry("    output_schema: {type: string}\n"));
+    assert!(e.contains("output_schema: the root must be"), "{e}");
+}

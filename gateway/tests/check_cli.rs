@@ -107,3 +107,40 @@ fn warnings_go_to_stderr_and_do_not_fail() {
         "## t () -> str | (int, str, str)\n\n1 tool OK\n"
     );
 }
+
+#[test]
+fn annotations_are_printed_and_a_bad_output_schema_fails_naming_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.yaml");
+    std::fs::write(
+        &file,
+        "tools:\n  - name: t\n    exec: echo\n    title: The T\n    destructive_hint: yes\n    \
+         output_schema: {type: object}\n",
+    )
+    .unwrap();
+    let out = check(&[&file.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "## t () -> str | (int, str, str)\nTitle: The T\nHints: destructiveHint=true\n\
+         Output schema: {\"type\":\"object\"}\n\n1 tool OK\n"
+    );
+
+    std::fs::write(
+        &file,
+        "tools:\n  - name: t\n    exec: echo\n    output_schema:\n      type: object\n      \
+         properties:\n        n: {type: integr}\n",
+    )
+    .unwrap();
+    let out = check(&[&file.display().to_string()]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "error: {}: tools[0] 't': output_schema: not a valid JSON Schema at /properties/n/type: ",
+            file.display()
+        )),
+        "{stderr}"
+    );
+}

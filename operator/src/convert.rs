@@ -76,9 +76,15 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         rate_limit,
         return_type: spec.return_type.clone(),
         python: spec.python.clone(),
+        title: spec.title.clone(),
+        read_only_hint: spec.read_only_hint,
+        destructive_hint: spec.destructive_hint,
+        idempotent_hint: spec.idempotent_hint,
+        open_world_hint: spec.open_world_hint,
+        output_schema: spec.output_schema.clone(),
     };
     let source = format!("Tool {namespace}/{name}");
-    let built = build_tool(entry, &source).map_err(|e| invalid(e.field, e.message))?;
+    let built = build_tool(entry, &source).map_err(|e| invalid(camel_case(&e.field), e.message))?;
     let runtime = runtime(spec.runtime.as_ref())?;
     // A pod fn tool's module is in its image: nobody can introspect it here or in the
     // gateway, so it is published as declared.
@@ -97,6 +103,24 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         name_from_callable: built.name_from_callable && !declared_only,
         session,
     })
+}
+
+/// A tool file's field name as the `Tool` spec spells it (`output_schema` →
+/// `outputSchema`), so the status names the field the author wrote.
+fn camel_case(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut upper = false;
+    for c in field.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// What `sessionKeys` declares: session variable names, or `["*"]` (all; also what no
@@ -425,6 +449,12 @@ pub fn tool_resource(
         return_type: tool.return_type.clone(),
         runtime: None,
         session_keys: None,
+        title: tool.annotations.title.clone(),
+        read_only_hint: tool.annotations.read_only_hint,
+        destructive_hint: tool.annotations.destructive_hint,
+        idempotent_hint: tool.annotations.idempotent_hint,
+        open_world_hint: tool.annotations.open_world_hint,
+        output_schema: tool.output_schema.clone(),
     };
     let mut resource = crd::Tool::new(&object_name(&tool.key), spec);
     resource.metadata.namespace = Some(namespace.to_string());

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1::Secret;
 use mcc_catalog::crd::{Tool, UserGrant};
 use mcc_catalog::document::RefKind;
-use mcc_operator::convert::catalog_tool;
+use mcc_operator::convert::{catalog_tool, tool_resource};
 use mcc_operator::manifests::{ConvertOptions, convert, parse_tools};
 use serde_json::Value;
 
@@ -223,4 +223,41 @@ fn literal_var_references_are_flagged_or_substituted() {
     assert!(messages[1].contains("param key override"), "{messages:?}");
     // The command's `$HOME` belongs to the shell: not flagged, and kept as written.
     assert_eq!(converted.tools[0].spec.exec.as_deref(), Some("echo $HOME"));
+}
+
+/// Annotations and output schemas go both ways; a bad schema is refused naming the
+/// spec's field (`outputSchema`, not the file's `output_schema`) and the schema path.
+#[test]
+fn annotations_and_output_schemas_round_trip_and_bad_schemas_name_the_field() {
+    let resource = |spec: Value| -> Tool {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "mcc.dev/v1alpha1", "kind": "Tool",
+            "metadata": {"name": "t", "namespace": "ns"}, "spec": spec
+        }))
+        .unwrap()
+    };
+    let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    let t = catalog_tool(&resource(serde_json::json!({
+        "name": "x", "exec": "ls", "title": "Lister", "readOnlyHint": true,
+        "openWorldHint": false, "outputSchema": schema
+    })))
+    .unwrap()
+    .tool;
+    assert_eq!(t.annotations.title.as_deref(), Some("Lister"));
+    assert_eq!(t.annotations.read_only_hint, Some(true));
+    assert_eq!(t.annotations.open_world_hint, Some(false));
+    assert_eq!(t.output_schema.as_ref(), Some(&schema));
+    let back = tool_resource(&t, false, "ns", None).spec;
+    assert_eq!(back.title.as_deref(), Some("Lister"));
+    assert_eq!(back.read_only_hint, Some(true));
+    assert_eq!(back.destructive_hint, None);
+    assert_eq!(back.output_schema, Some(schema));
+
+    let e = catalog_tool(&resource(serde_json::json!({
+        "name": "x", "exec": "ls",
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integr"}}}
+    })))
+    .unwrap_err();
+    assert_eq!(e.field, "outputSchema");
+    assert!(e.message.contains("/properties/n/type"), "{e}");
 }

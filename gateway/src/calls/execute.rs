@@ -1,7 +1,8 @@
 //! The execute pipeline, top to bottom: look up → authorize → ask for missing params
 //! ([`Ask`]; MCP asks the client, REST never does) → validate → rate limits → assemble
-//! context → run → shape the result (the response size limit) → write back (fn tools) →
-//! one audit event and the call metrics, whatever the outcome.
+//! context → run → check the result against the tool's output schema, if it declares one
+//! → shape the result (the response size limit) → write back (fn tools) → one audit
+//! event and the call metrics, whatever the outcome.
 //!
 //! A request that is cancelled ([`ExecRequest::cancel`]) stops wherever it is: the step
 //! in progress is dropped, which kills the tool's process group (or deletes its Pod;
@@ -15,6 +16,7 @@
 use std::time::Instant;
 
 use mcc_catalog::Tool;
+use mcc_catalog::annotations::OutputMismatch;
 use mcc_catalog::context::{self, SessionAccess};
 use mcc_catalog::params::ValidationError;
 use serde_json::{Map, Value};
@@ -107,6 +109,9 @@ pub enum Executed<P> {
     Session(SessionFailure),
     /// The tool could not be run at all (including: no execution slot, [`ExecError::Busy`]).
     NotRun(ExecError),
+    /// The tool succeeded with a result its output schema does not admit (the path says
+    /// where): a tool error, as MCP asks of a server that declares an output schema.
+    BadOutput(OutputMismatch),
     /// The tool ran (or its result came from the cache).
     Ran(Ran),
 }
@@ -151,7 +156,7 @@ impl<P> Executed<P> {
             Executed::Pending(_) => "input_required",
             Executed::Invalid(_) => "invalid",
             Executed::RateLimited(_) => "rate_limited",
-            Executed::Session(_) | Executed::NotRun(_) => "error",
+            Executed::Session(_) | Executed::NotRun(_) | Executed::BadOutput(_) => "error",
             Executed::Ran(r) if r.outcome.is_success() => "success",
             Executed::Ran(_) => "failure",
         }
@@ -198,6 +203,7 @@ pub async fn execute<A: Ask>(
         }
         Executed::RateLimited(refused) => event.reason = Some(refused.to_string()),
         Executed::Aborted => event.reason = Some(ABORTED_REASON.into()),
+        Executed::BadOutput(mismatch) => event.reason = Some(mismatch.to_string()),
         _ => {}
     }
     event.finish(label, started.elapsed());
@@ -319,7 +325,23 @@ async fn run<A: Ask>(
         write_back(shared, call, &scope, (key, access), &given, left).await;
     }
     let outcome = parse_shell_json(tool, execution.outcome);
+    if let Err(mismatch) = check_output(tool, &outcome) {
+        tracing::warn!(tool = key, error = %mismatch, "execute: result does not match the output schema");
+        return Executed::BadOutput(mismatch);
+    }
     Executed::Ran(shape(outcome, execution.cached, shared.response_max_size))
+}
+
+/// A successful result of a tool with an output schema must match it (checked on the
+/// whole value, before the response limit cuts its text). Failures are reported as they
+/// are: the schema describes what the tool returns, not how it fails.
+pub fn check_output(tool: &Tool, outcome: &Outcome) -> Result<(), OutputMismatch> {
+    match (&tool.output_schema, outcome) {
+        (Some(schema), Outcome::Success(value)) => {
+            mcc_catalog::annotations::validate_output(schema, value)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// As MCC does, text printed by a shell (an exec or curl tool's stdout, or a transform's
@@ -458,6 +480,34 @@ mod tests {
         let t = r.text.unwrap();
         assert!(r.truncated && t.len() <= 100, "{t}");
         assert!(t.ends_with(crate::exec::result::TRUNCATION_NOTICE));
+    }
+
+    #[test]
+    fn results_are_checked_against_a_declared_output_schema_only() {
+        let mut tool: Tool = serde_json::from_value(
+            json!({"key": "t", "name": "t", "kind": "exec", "command": "echo"}),
+        )
+        .unwrap();
+        let fail = Outcome::Failure {
+            code: 1,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        assert_eq!(
+            check_output(&tool, &Outcome::Success(json!("text"))),
+            Ok(())
+        );
+        tool.output_schema = Some(json!({
+            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]
+        }));
+        assert_eq!(
+            check_output(&tool, &Outcome::Success(json!({"n": 1}))),
+            Ok(())
+        );
+        assert_eq!(check_output(&tool, &fail), Ok(()));
+        let e = check_output(&tool, &Outcome::Success(json!({"n": "1"}))).unwrap_err();
+        assert_eq!(e.path, "/n");
+        assert_eq!(Executed::<()>::BadOutput(e).label(), "error");
     }
 
     #[test]

@@ -113,6 +113,7 @@ fn render(key: &str, executed: Executed<rmcp::model::InputRequiredResult>) -> Ca
         Executed::RateLimited(refused) => failure(refused.to_string()),
         Executed::Session(f) => failure(f.message),
         Executed::NotRun(e) => failure(format!("Error calling tool 'execute': {e}")),
+        Executed::BadOutput(e) => failure(text::bad_output(key, &e)),
         Executed::Ran(ran) => shape(ran).into(),
     }
 }

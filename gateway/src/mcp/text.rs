@@ -22,6 +22,11 @@ pub fn unknown_tool(key: &str) -> String {
     format!("Unknown tool: {key}")
 }
 
+/// A result its tool's output schema does not admit (no MCC text: MCC has no schemas).
+pub fn bad_output(key: &str, error: &impl std::fmt::Display) -> String {
+    format!("Output error for tool '{key}': {error}")
+}
+
 pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
     format!("Validation error for tool '{key}': {error}")
 }
@@ -41,9 +46,19 @@ pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String])
 }
 
 /// One tool as `describe_tools` prints it, `## <key>\n<description>`: also the text of
-/// its `mcc://tools/{key}` resource ([`super::resources`]).
+/// its `mcc://tools/{key}` resource ([`super::resources`]). A tool that declares a title,
+/// hints or an output schema gets their lines after the description (the signature
+/// block's, [`mcc_catalog::annotations::lines`]); MCC's tools have none.
 pub fn tool_block(tool: &Tool) -> String {
-    format!("## {}\n{}", tool.key, tool.description)
+    let mut block = format!("## {}\n{}", tool.key, tool.description);
+    let extra = mcc_catalog::annotations::lines(&tool.annotations, tool.output_schema.as_ref());
+    if !extra.is_empty() {
+        if !block.ends_with('\n') {
+            block.push('\n');
+        }
+        block.push_str(extra.trim_end_matches('\n'));
+    }
+    block
 }
 
 /// whoami's four lines (groups in stored order, tools = every accessible key, sorted).
@@ -120,6 +135,20 @@ mod tests {
         assert_eq!(
             describe_tools(&c, Some(&admin), &["admin".into(), "ops".into()]),
             NO_TOOLS
+        );
+    }
+
+    #[test]
+    fn describe_blocks_add_declared_annotations_only() {
+        let mut t = tool("public.a", &["public"], "A.");
+        assert_eq!(tool_block(&t), "## public.a\nA.");
+        t.annotations.title = Some("The A".into());
+        t.annotations.read_only_hint = Some(true);
+        t.output_schema = Some(json!({"type": "object"}));
+        assert_eq!(
+            tool_block(&t),
+            "## public.a\nA.\nTitle: The A\nHints: readOnlyHint=true\n\
+             Output schema: {\"type\":\"object\"}"
         );
     }
 

@@ -17,7 +17,7 @@ use crate::ratelimit::RateLimited;
 pub struct ErrorBody {
     /// `not_found`, `invalid_params`, `invalid_body`, `invalid_query`, `not_acceptable`,
     /// `unsupported_media_type`, `forbidden`, `rate_limited`, `unavailable`, `busy`,
-    /// `session`, `not_authenticated` or `error`.
+    /// `session`, `not_authenticated`, `bad_output` or `error`.
     pub error: String,
     /// What is wrong, in words.
     pub message: String,
@@ -71,6 +71,10 @@ pub enum ApiError {
     /// `/v1/whoami` without a user (an anonymous caller).
     #[error("{}", crate::mcp::text::NOT_AUTHENTICATED)]
     NotAuthenticated,
+    /// The tool ran and succeeded, but its result does not match its output schema (the
+    /// text names the path): 502, the tool (the gateway's upstream) answered wrongly.
+    #[error("{0}")]
+    BadOutput(String),
     /// The gateway's own failure (the text says which part).
     #[error("{0}")]
     Internal(String),
@@ -94,6 +98,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::NotAuthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::BadOutput(_) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -112,6 +117,7 @@ impl ApiError {
             ApiError::UnsupportedMediaType => "unsupported_media_type",
             ApiError::NotAuthenticated => "not_authenticated",
             ApiError::Internal(_) => "error",
+            ApiError::BadOutput(_) => "bad_output",
         }
     }
 

@@ -140,6 +140,7 @@ pub async fn get_tool(
         (status = 429, description = "Over a rate limit", body = ErrorBody,
          headers(("Retry-After" = u64, description = "Seconds until the window ends"))),
         (status = 500, description = "The tool could not be run", body = ErrorBody),
+        (status = 502, description = "The tool's result does not match its output schema (the message names the path)", body = ErrorBody),
         (status = 503, description = "No execution slot, the rate limits could not be checked (`on_redis_error: closed`) or the session store is down", body = ErrorBody,
          headers(("Retry-After" = u64, description = "Seconds to wait (busy and rate-limit refusals)"))),
     ),
@@ -173,6 +174,7 @@ pub async fn execute_tool(
         Executed::RateLimited(refused) => Err(ApiError::RateLimited(refused)),
         Executed::Session(failure) => Err(ApiError::Session(failure)),
         Executed::NotRun(e @ ExecError::Busy { .. }) => Err(ApiError::Busy(e.to_string())),
+        Executed::BadOutput(e) => Err(ApiError::BadOutput(e.to_string())),
         Executed::NotRun(e) => Err(ApiError::Internal(format!(
             "the tool could not be run: {e}"
         ))),

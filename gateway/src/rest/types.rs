@@ -34,6 +34,30 @@ pub struct ToolInfo {
     pub returns: String,
     /// MCC's signature block, the text `search` shows.
     pub signature: String,
+    /// MCP's tool annotations (title and hints), where the tool declares any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<AnnotationsInfo>,
+    /// The JSON Schema a successful `result` matches, where the tool declares one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub output_schema: Option<Value>,
+}
+
+/// MCP's `ToolAnnotations`, under MCP's names: what the tool's author declares (hints
+/// are not enforced). Each is absent unless declared.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnotationsInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
 }
 
 /// One parameter a caller may pass.
@@ -73,6 +97,17 @@ impl From<&Tool> for ToolInfo {
                 .collect(),
             returns: tool.signature_return_type().to_string(),
             signature: mcc_catalog::signature(tool),
+            annotations: (!tool.annotations.is_empty()).then(|| {
+                let a = &tool.annotations;
+                AnnotationsInfo {
+                    title: a.title.clone(),
+                    read_only_hint: a.read_only_hint,
+                    destructive_hint: a.destructive_hint,
+                    idempotent_hint: a.idempotent_hint,
+                    open_world_hint: a.open_world_hint,
+                }
+            }),
+            output_schema: tool.output_schema.clone(),
         }
     }
 }

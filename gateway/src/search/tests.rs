@@ -26,6 +26,8 @@ pub(super) fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
         cache_ttl: None,
         rate_limit: None,
         return_type: None,
+        annotations: Default::default(),
+        output_schema: None,
         source: String::new(),
     }
 }
