@@ -108,7 +108,13 @@ pub async fn serve_with(listener: UnixListener, runtime: InProcess, policy: Poli
                 }
             };
             if !policy.allowed_uids.contains(&peer.uid()) {
-                refusals.note(peer.uid(), peer.pid());
+                if is_own_probe(peer.pid()) {
+                    // The container's exec probes run this binary as the executor's uid:
+                    // refused like anyone else, but expected every few seconds.
+                    tracing::debug!(pid = peer.pid(), "executor: probe answered (refused)");
+                } else {
+                    refusals.note(peer.uid(), peer.pid());
+                }
                 refuse(stream, peer.uid());
                 continue;
             }
@@ -129,6 +135,23 @@ fn refuse(stream: UnixStream, uid: u32) {
     // The std stream stays non-blocking: a peer whose buffer is full gets no answer.
     if let Ok(stream) = stream.into_std() {
         let _ = (&stream).write(&wire::refusal(uid));
+    }
+}
+
+/// Whether the peer `pid` runs this very program (`mcc-executor probe`, the chart's
+/// readiness and liveness checks): its refusal is not worth a warning. A tool that runs
+/// the executor's binary itself gains nothing by it (it is refused all the same); it
+/// only goes unmentioned.
+fn is_own_probe(pid: Option<i32>) -> bool {
+    let Some(pid) = pid else {
+        return false;
+    };
+    match (
+        std::fs::read_link(format!("/proc/{pid}/exe")),
+        std::fs::read_link("/proc/self/exe"),
+    ) {
+        (Ok(peer), Ok(own)) => peer == own,
+        _ => false,
     }
 }
 

@@ -56,7 +56,9 @@ impl Drop for KillOnDrop {
 async fn a_uid_not_allowed_is_refused_unread_and_nothing_runs() {
     let (dir, _socket, address) = setup();
     let other = own_uid().wrapping_add(4242).to_string();
-    let _executor = Executor::start_with(&address, &[], &["--allow-uid", &other]);
+    let log = dir.path().join("executor.log");
+    let _executor =
+        Executor::start_logging(&address, &[], &["--allow-uid", &other], Some(log.as_path()));
     let client = ExecutorClient::new(address.clone());
 
     let marker = dir.path().join("ran");
@@ -81,12 +83,19 @@ async fn a_uid_not_allowed_is_refused_unread_and_nothing_runs() {
     assert!(err.to_string().contains("refuses this process"), "{err}");
 
     // The exec probe runs as the executor's uid and is refused too: refusing is answering.
+    // Past the one-a-second bound of the refusal warning, so that a warning for it would
+    // show: the probe's own refusal is expected every few seconds and logs none.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let probe = Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
         .args(["probe", "--socket", &address.to_string()])
         .stderr(Stdio::null())
         .status()
         .unwrap();
     assert!(probe.success());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let warnings = logged.matches("refused a connection").count();
+    assert_eq!(warnings, 1, "only this test's refusals warn:\n{logged}");
 }
 
 #[test]

@@ -85,13 +85,7 @@ struct RunArgs {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,kube=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging();
     let result = match Cli::parse().command {
         Command::Crdgen { out } => {
             let dirs = if out.is_empty() {
@@ -198,5 +192,22 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             tracing::info!("interrupted; stopping");
             Ok(())
         }
+    }
+}
+
+/// Log lines on stderr, filtered by `RUST_LOG`: JSON lines with `MCC_LOG_FORMAT=json`
+/// (what the chart sets: one object per line for log collectors), else text, coloured
+/// only on a terminal.
+fn init_logging() {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("MCC_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json")) {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
     }
 }

@@ -24,6 +24,20 @@ impl Executor {
 
     /// With `args` after `serve --socket <address>`.
     pub fn start_with(address: &Address, env: &[(&str, &str)], args: &[&str]) -> Self {
+        Self::start_logging(address, env, args, None)
+    }
+
+    /// [`Self::start_with`], its log (stderr) written to `log` when given.
+    pub fn start_logging(
+        address: &Address,
+        env: &[(&str, &str)],
+        args: &[&str],
+        log: Option<&std::path::Path>,
+    ) -> Self {
+        let stderr = match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).expect("the log file")),
+            None => Stdio::null(),
+        };
         let child = Command::new(env!("CARGO_BIN_EXE_mcc-executor"))
             .args(["serve", "--socket", &address.to_string()])
             .args(args)
@@ -31,7 +45,7 @@ impl Executor {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("MCC_EXECUTOR_SOCKET", address.to_string())
             .envs(env.iter().copied())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("mcc-executor starts");
         let deadline = Instant::now() + Duration::from_secs(10);
