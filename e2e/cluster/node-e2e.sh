@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The chart's pods under a real kubelet (issue 31), in one command. Optional: nothing in
-# .ci/run calls it yet. Its own control plane and node (MCC_CLUSTER_DIR, default
+# The chart's pods under a real kubelet (issue 31), in one command; .ci/run runs it after
+# the cluster e2e. Its own control plane and node (MCC_CLUSTER_DIR, default
 # /tmp/mcc-node-e2e; MCC_CLUSTER_PORT, default 17443), so it never meets run.sh's.
 #
 #   e2e/cluster/node-e2e.sh        # --keep: leave cluster and node running (down.sh stops them)
