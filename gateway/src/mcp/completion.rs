@@ -66,26 +66,9 @@ fn tool_keys(catalog: &Catalog, user: Option<&User>, prefix: &str) -> Completion
 mod tests {
     use super::*;
     use rmcp::model::ArgumentInfo;
-    use serde_json::json;
 
     fn catalog(n: usize) -> Catalog {
-        let mut tools: Vec<mcc_catalog::Tool> = (0..n)
-            .map(|i| {
-                serde_json::from_value(json!({
-                    "key": format!("public.t{i:03}"), "name": format!("t{i:03}"),
-                    "groups": ["public"], "description": "", "kind": "exec", "command": "true"
-                }))
-                .unwrap()
-            })
-            .collect();
-        tools.push(
-            serde_json::from_value(json!({
-                "key": "admin.shell", "name": "shell", "groups": ["admin"],
-                "description": "", "kind": "exec", "command": "true"
-            }))
-            .unwrap(),
-        );
-        Catalog::new(tools, vec![])
+        super::super::test_catalog(n, "")
     }
 
     fn ask(

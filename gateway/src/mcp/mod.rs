@@ -23,6 +23,31 @@ pub mod session_owner;
 pub mod surface;
 pub mod text;
 
+/// The catalog of the completion and resource tests: `n` public tools `public.t000`…
+/// with `description`, and one `admin.shell`.
+#[cfg(test)]
+fn test_catalog(n: usize, description: &str) -> crate::catalog::Catalog {
+    let tool = |key: String, name: String, group: &str, description: &str| {
+        serde_json::from_value(serde_json::json!({
+            "key": key, "name": name, "groups": [group],
+            "description": description, "kind": "exec", "command": "true"
+        }))
+        .unwrap()
+    };
+    let mut tools: Vec<mcc_catalog::Tool> = (0..n)
+        .map(|i| {
+            tool(
+                format!("public.t{i:03}"),
+                format!("t{i:03}"),
+                "public",
+                description,
+            )
+        })
+        .collect();
+    tools.push(tool("admin.shell".into(), "shell".into(), "admin", ""));
+    crate::catalog::Catalog::new(tools, vec![])
+}
+
 use std::sync::Arc;
 
 use rmcp::model::{

@@ -139,26 +139,9 @@ async fn session_json(shared: &Shared, call: &CallCtx) -> Result<String, McpErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn catalog(n: usize) -> Catalog {
-        let mut tools: Vec<mcc_catalog::Tool> = (0..n)
-            .map(|i| {
-                serde_json::from_value(json!({
-                    "key": format!("public.t{i:03}"), "name": format!("t{i:03}"),
-                    "groups": ["public"], "description": "D.", "kind": "exec", "command": "true"
-                }))
-                .unwrap()
-            })
-            .collect();
-        tools.push(
-            serde_json::from_value(json!({
-                "key": "admin.shell", "name": "shell", "groups": ["admin"],
-                "description": "", "kind": "exec", "command": "true"
-            }))
-            .unwrap(),
-        );
-        Catalog::new(tools, vec![])
+        super::super::test_catalog(n, "D.")
     }
 
     #[test]
