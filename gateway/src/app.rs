@@ -382,10 +382,10 @@ fn redis_for(
     match url {
         Some(url) => {
             let timeout = Duration::from_millis(settings.session.timeout_ms.max(1));
-            crate::session::connect_redis(url, timeout)
+            crate::redis_conn::connect(setting, url, &settings.session.redis_options(), timeout)
                 .map(|(_, conn)| Some(conn))
                 .map_err(|e| StartError::Setting {
-                    setting,
+                    setting: e.setting,
                     reason: e.reason,
                 })
         }

@@ -31,6 +31,7 @@ pub mod metrics;
 pub mod published;
 pub mod quickack;
 pub mod ratelimit;
+pub mod redis_conn;
 pub mod rest;
 pub mod search;
 pub mod session;

@@ -80,7 +80,7 @@ impl AuditSettings {
             ));
         }
         match self.redis_url.as_deref() {
-            Some(url) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => Err((
+            Some(url) if !crate::redis_conn::is_redis_url(url) => Err((
                 "audit.redis_url",
                 "must start with redis:// or rediss://".into(),
             )),

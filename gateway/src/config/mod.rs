@@ -199,6 +199,7 @@ impl Settings {
         if out.redis_url.is_none() {
             out.redis_url = self.session.redis_url().map(str::to_string);
         }
+        out.redis_options = self.session.redis_options();
         Ok(out)
     }
 }
@@ -367,7 +368,7 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
         ));
     }
     if let Some(url) = &s.rate_limit.redis_url
-        && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        && !crate::redis_conn::is_redis_url(url)
     {
         return Err((
             "rate_limit.redis_url",
@@ -408,7 +409,7 @@ fn validate(s: &Settings) -> Result<(), (&'static str, String)> {
             "session.redis_url",
             "required when session.backend is redis (or set REDIS_URL)".into(),
         )),
-        (_, Some(url)) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => Err((
+        (_, Some(url)) if !crate::redis_conn::is_redis_url(url) => Err((
             "session.redis_url",
             "must start with redis:// or rediss://".into(),
         )),

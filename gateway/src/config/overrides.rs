@@ -164,6 +164,11 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Text,
     ),
     (
+        "MCC_SESSION__REDIS_TLS_CA_FILE",
+        &["session", "redis_tls_ca_file"],
+        EnvKind::Text,
+    ),
+    (
         "MCC_SESSION__TTL_SECS",
         &["session", "ttl_secs"],
         EnvKind::Scalar,

@@ -23,7 +23,7 @@ pub struct RedisSessionRegistry {
 pub struct RegistryError(String);
 
 impl RedisSessionRegistry {
-    /// Over the session store's connection ([`crate::session::connect_redis`]): lazy,
+    /// Over the session store's connection ([`crate::redis_conn::connect`]): lazy,
     /// failing fast while Redis is down and reconnecting by itself when it returns.
     pub fn over_connection(
         conn: redis::aio::ConnectionManager,
@@ -40,8 +40,13 @@ impl RedisSessionRegistry {
     /// A registry on its own connection to `url`, set up like the session store's.
     /// Prefer [`Self::over_connection`] with the store's connection.
     pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
-        let (_, conn) = crate::session::connect_redis(url, Duration::from_secs(2))
-            .map_err(|e| RegistryError(e.reason))?;
+        let (_, conn) = crate::redis_conn::connect(
+            "session.redis_url",
+            url,
+            &Default::default(),
+            Duration::from_secs(2),
+        )
+        .map_err(|e| RegistryError(e.reason))?;
         Ok(Self::over_connection(conn, prefix, ttl))
     }
 

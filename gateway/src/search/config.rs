@@ -106,6 +106,7 @@ impl SearchConfig {
             embeddings_model: self.embeddings_model.clone().unwrap_or(d.embeddings_model),
             embeddings_api_key: self.embeddings_api_key.clone(),
             redis_url: self.redis_url.clone(),
+            redis_options: Default::default(),
             max_results,
             query_cache_size,
             query_cache_ttl: self

@@ -148,11 +148,19 @@ pub const COMPUTE_CHUNK: usize = 256;
 impl EmbeddingCache {
     /// An in-memory cache; `redis_url` adds a shared second level.
     pub fn new(redis_url: Option<&str>) -> Result<Self, SearchError> {
+        Self::with_redis_options(redis_url, &Default::default())
+    }
+
+    /// [`Self::new`] reaching Redis as `options` say (TLS CA: the gateway's one Redis
+    /// connection definition, [`crate::redis_conn`]).
+    pub fn with_redis_options(
+        redis_url: Option<&str>,
+        options: &crate::redis_conn::RedisOptions,
+    ) -> Result<Self, SearchError> {
         let redis = redis_url
             .map(|u| {
-                redis::Client::open(u).map_err(|e| {
-                    SearchError::Config(format!("search embeddings cache Redis URL: {e}"))
-                })
+                crate::redis_conn::client("search.redis_url", u, options)
+                    .map_err(|e| SearchError::Config(e.to_string()))
             })
             .transpose()?;
         Ok(EmbeddingCache {

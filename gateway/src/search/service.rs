@@ -53,6 +53,8 @@ pub struct SearchSettings {
     pub embeddings_api_key: Option<String>,
     /// `search.redis_url`: where tool embeddings are shared between replicas.
     pub redis_url: Option<String>,
+    /// How that Redis is reached beyond its URL (`session.redis_tls_ca_file`).
+    pub redis_options: crate::redis_conn::RedisOptions,
     /// `search.max_results`: results returned per query.
     pub max_results: usize,
     /// `search.max_query_bytes`: longer queries are refused before any work is done.
@@ -72,6 +74,7 @@ impl Default for SearchSettings {
             embeddings_model: "all-MiniLM-L6-v2".into(),
             embeddings_api_key: None,
             redis_url: None,
+            redis_options: Default::default(),
             max_results: 10,
             max_query_bytes: DEFAULT_MAX_QUERY_BYTES,
             query_cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
@@ -210,7 +213,10 @@ impl SearchService {
             ),
             Some(e) => tracing::info!(embedder = e.id(), "search: hybrid (keyword + semantic)"),
         }
-        let tool_cache = EmbeddingCache::new(settings.redis_url.as_deref())?;
+        let tool_cache = EmbeddingCache::with_redis_options(
+            settings.redis_url.as_deref(),
+            &settings.redis_options,
+        )?;
         let empty = SearchIndex::build(&[], None, settings.fusion)?;
         let (swapped, _) = watch::channel(SearchStatus {
             embedder: embedder.is_some(),

@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 
 pub use limits::Limits;
 pub use memory::MemoryStore;
-pub use redis::{RedisStore, connect as connect_redis};
+pub use redis::RedisStore;
 
 /// The handle of a caller's bucket when the request names no session (2026-07-28
 /// clients that did not call `new_session`).
@@ -52,6 +52,10 @@ pub struct SessionSettings {
     /// environment variable.
     #[serde(default)]
     pub redis_url: Option<String>,
+    /// PEM file of the CA certificates a `rediss://` server must chain to, instead of
+    /// the system's roots. Holds for every Redis connection of the gateway.
+    #[serde(default)]
+    pub redis_tls_ca_file: Option<std::path::PathBuf>,
     /// Seconds a bucket lives after its last write, and a `new_session` handle after
     /// minting.
     #[serde(default = "default_ttl")]
@@ -102,6 +106,13 @@ impl SessionSettings {
         }
     }
 
+    /// How every Redis connection of the gateway is made (beyond its URL).
+    pub fn redis_options(&self) -> crate::redis_conn::RedisOptions {
+        crate::redis_conn::RedisOptions {
+            tls_ca_file: self.redis_tls_ca_file.clone(),
+        }
+    }
+
     /// The Redis URL every Redis user of the gateway connects to (sessions, the legacy
     /// MCP session registry, the result cache, the search cache unless it names its own):
     /// `session.redis_url`, which the settings loader fills from `REDIS_URL`. `None`
@@ -138,6 +149,7 @@ impl Default for SessionSettings {
         Self {
             backend: SessionBackend::Memory,
             redis_url: None,
+            redis_tls_ca_file: None,
             ttl_secs: default_ttl(),
             key_prefix: default_prefix(),
             timeout_ms: default_timeout_ms(),
@@ -154,6 +166,7 @@ impl std::fmt::Debug for SessionSettings {
         f.debug_struct("SessionSettings")
             .field("backend", &self.backend)
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("redis_tls_ca_file", &self.redis_tls_ca_file)
             .field("ttl_secs", &self.ttl_secs)
             .field("key_prefix", &self.key_prefix)
             .field("timeout_ms", &self.timeout_ms)
@@ -162,15 +175,7 @@ impl std::fmt::Debug for SessionSettings {
     }
 }
 
-/// A URL with any `user:password@` part hidden.
-pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            format!("{}<redacted>{}", &url[..scheme_end + 3], &url[at..])
-        }
-        _ => url.to_string(),
-    }
-}
+pub use crate::redis_conn::redact_url;
 
 /// A failed session operation. The texts are shown to the LLM as tool errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -360,7 +365,16 @@ impl SessionStore {
                     .redis_url()
                     .ok_or_else(|| setup("redis_url", "not set (nor REDIS_URL)"))?;
                 let timeout = Duration::from_millis(settings.timeout_ms.max(1));
-                let conn = connect_redis(url, timeout)?;
+                let conn = crate::redis_conn::connect(
+                    "session.redis_url",
+                    url,
+                    &settings.redis_options(),
+                    timeout,
+                )
+                .map_err(|e| SessionSetupError {
+                    field: e.setting.strip_prefix("session.").unwrap_or(e.setting),
+                    reason: e.reason,
+                })?;
                 Ok(Self::Redis(RedisStore::new(
                     conn,
                     &settings.key_prefix,

@@ -9,20 +9,20 @@
 //! holding the owner (`SET NX EX`), counted per user in a sorted set
 //! `<prefix>:handles-of:<username>` scored by expiry.
 //!
-//! [`connect`] is the gateway's one Redis connection setup: a [`ConnectionManager`]
-//! created lazily with short timeouts. While Redis is down each call fails fast with
-//! "session store unavailable: …", and the manager reconnects on its own once Redis is
-//! back. Everything else that talks to Redis (the legacy MCP session registry, the
+//! The connection comes from [`crate::redis_conn::connect`], the gateway's one Redis
+//! connection definition: lazy, short timeouts. While Redis is down each call fails fast
+//! with "session store unavailable: …", and the manager reconnects on its own once Redis
+//! is back. Everything else that talks to Redis (the legacy MCP session registry, the
 //! result cache) uses the session store's connection.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 
 use super::limits::Limits;
-use super::{Scope, SessionError, SessionSetupError, decode, handle_owner_key, handles_of_key};
+use super::{Scope, SessionError, decode, handle_owner_key, handles_of_key};
 
 /// Applies a bucket write if the result stays within the limits.
 /// KEYS[1]: the bucket. ARGV: ttl, max_vars, max_bytes, replace_all (0/1), number of
@@ -78,34 +78,6 @@ pub struct RedisStore {
     limits: Limits,
 }
 
-/// The gateway's Redis connection: lazy (not contacted yet; the gateway starts while
-/// Redis is down), reconnecting, every call bounded by `timeout`. Must be called within
-/// a Tokio runtime. Errors name `session.redis_url` and never show a password.
-pub fn connect(
-    url: &str,
-    timeout: Duration,
-) -> Result<(redis::Client, ConnectionManager), SessionSetupError> {
-    let client = redis::Client::open(url).map_err(|e| SessionSetupError {
-        field: "redis_url",
-        reason: format!("{} is not a Redis URL: {e}", super::redact_url(url)),
-    })?;
-    // Few, quick reconnection attempts per failure: a caller waits at most a few
-    // timeouts, and the next call starts a new attempt.
-    let config = ConnectionManagerConfig::new()
-        .set_connection_timeout(Some(timeout))
-        .set_response_timeout(Some(timeout))
-        .set_number_of_retries(1)
-        .set_min_delay(Duration::from_millis(50))
-        .set_max_delay(Duration::from_millis(500));
-    let conn = ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|e| {
-        SessionSetupError {
-            field: "redis_url",
-            reason: e.to_string(),
-        }
-    })?;
-    Ok((client, conn))
-}
-
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
@@ -120,7 +92,7 @@ fn unavailable(err: redis::RedisError) -> SessionError {
 }
 
 impl RedisStore {
-    /// A store over a connection from [`connect`].
+    /// A store over a connection from [`crate::redis_conn::connect`].
     pub fn new(
         (client, conn): (redis::Client, ConnectionManager),
         prefix: &str,
