@@ -2,6 +2,7 @@
 //! socket; `probe` asks a running executor whether it answers (an exec probe).
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -87,6 +88,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// How long no call must have run, after SIGTERM, before the executor exits.
+const DRAIN_QUIET: Duration = Duration::from_secs(2);
+
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve {
@@ -115,17 +119,21 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 max_calls,
                 read_timeout: server::READ_TIMEOUT,
             };
-            let serving = server::serve_with(listener, InProcess::from_environment(), policy);
-            tokio::select! {
-                () = serving => Ok(()),
-                () = shutdown() => {
-                    tracing::info!("executor stopping");
-                    if let Address::Path(path) = &socket {
-                        let _ = std::fs::remove_file(path);
-                    }
-                    Ok(())
-                }
+            // SIGTERM: the gateway beside it drains its requests now; serve its calls
+            // until none has run for DRAIN_QUIET (the kubelet's SIGKILL bounds it).
+            server::serve_draining(
+                listener,
+                InProcess::from_environment(),
+                policy,
+                shutdown(),
+                DRAIN_QUIET,
+            )
+            .await;
+            tracing::info!("executor stopping");
+            if let Address::Path(path) = &socket {
+                let _ = std::fs::remove_file(path);
             }
+            Ok(())
         }
         Command::PodRun { input } => {
             let bytes = std::fs::read(&input)

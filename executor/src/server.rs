@@ -12,11 +12,15 @@
 //! - a caller that hangs up before the answer (its call was cancelled, or timed out on
 //!   its side) gets its process group killed: the run future is dropped;
 //! - when a call ends, before its answer is written, every process it left behind is
-//!   killed ([`reaper::sweep`]; each call runs in a session of its own).
+//!   killed ([`reaper::sweep`]; each call runs in a session of its own);
+//! - told to stop ([`serve_draining`], SIGTERM in a Pod), it keeps serving until no call
+//!   has run for a quiet period: the gateway beside it is draining its own requests then,
+//!   and a call it sends meanwhile is answered, not cut off.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -82,6 +86,104 @@ pub async fn serve(listener: UnixListener, runtime: InProcess, max_calls: usize)
 /// is; sweeps every [`SWEEP_EVERY`] and at the end of each call. Children of this
 /// process in its own session (not a tool's: an embedding process's) are left alone.
 pub async fn serve_with(listener: UnixListener, runtime: InProcess, policy: Policy) {
+    serve_tracked(listener, runtime, policy, Arc::default()).await;
+}
+
+/// [`serve_with`] until `stop` resolves, then on until no call has been in progress for
+/// `quiet` (calls accepted meanwhile are served; the process's end, e.g. the kubelet's
+/// SIGKILL at the end of the grace period, bounds it).
+pub async fn serve_draining(
+    listener: UnixListener,
+    runtime: InProcess,
+    policy: Policy,
+    stop: impl std::future::Future<Output = ()>,
+    quiet: Duration,
+) {
+    let activity = Arc::new(Activity::default());
+    let serving = serve_tracked(listener, runtime, policy, activity.clone());
+    tokio::pin!(serving);
+    tokio::select! {
+        () = &mut serving => return,
+        () = stop => {}
+    }
+    tracing::info!(
+        calls = activity.calls.load(Ordering::SeqCst),
+        quiet_ms = quiet.as_millis() as u64,
+        "executor draining: serving until no call has run for the quiet period"
+    );
+    let drained = async {
+        loop {
+            match activity.quiet_for() {
+                Some(q) if q >= quiet => return,
+                Some(q) => tokio::time::sleep(quiet - q).await,
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    tokio::select! {
+        () = serving => {}
+        () = drained => {}
+    }
+}
+
+/// Calls in progress (from the accepted connection to the answer) and when the last one
+/// began or ended: what draining waits on.
+#[derive(Debug)]
+struct Activity {
+    calls: AtomicUsize,
+    last: Mutex<Instant>,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            calls: AtomicUsize::new(0),
+            last: Mutex::new(Instant::now()),
+        }
+    }
+}
+
+impl Activity {
+    fn touch(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    fn begin(self: &Arc<Self>) -> CallInProgress {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.touch();
+        CallInProgress(self.clone())
+    }
+
+    /// How long no call has been in progress; `None` while one is.
+    fn quiet_for(&self) -> Option<Duration> {
+        if self.calls.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(
+            self.last
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed(),
+        )
+    }
+}
+
+/// Counts one call as in progress while it lives.
+struct CallInProgress(Arc<Activity>);
+
+impl Drop for CallInProgress {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.calls.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn serve_tracked(
+    listener: UnixListener,
+    runtime: InProcess,
+    policy: Policy,
+    activity: Arc<Activity>,
+) {
     if let Err(e) = reaper::adopt_orphans() {
         tracing::warn!(error = %e, "executor: cannot become the tools' subreaper; \
             orphans of tools are swept only when this is PID 1");
@@ -120,7 +222,11 @@ pub async fn serve_with(listener: UnixListener, runtime: InProcess, policy: Poli
             }
             let (runtime, slots) = (runtime.clone(), slots.clone());
             let read_timeout = policy.read_timeout;
-            tokio::spawn(async move { handle(stream, &runtime, &slots, read_timeout).await });
+            let in_progress = activity.begin();
+            tokio::spawn(async move {
+                handle(stream, &runtime, &slots, read_timeout).await;
+                drop(in_progress);
+            });
         }
     };
     tokio::select! {

@@ -56,6 +56,22 @@ impl Executor {
         Self { child }
     }
 
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("a pid")
+    }
+
+    /// Its exit status once it exits by itself within `limit`.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
