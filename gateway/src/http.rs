@@ -137,7 +137,13 @@ fn mcp_service(
     config.session_store = options.registry;
     // A legacy client's answer to a question may land on another replica (item 8).
     let relay = Relay::for_store(&shared.sessions);
-    let sessions = RelayingSessionManager::new(sessions, relay, options.shutdown.child_token());
+    // A legacy client's broken stream resumes on any replica (issue 34).
+    let events = shared.sessions.redis_client().map(|(_, conn, prefix)| {
+        let store = crate::mcp::events::EventStore::new(conn, &prefix, Default::default());
+        Arc::new(store) as Arc<dyn crate::mcp::events::SessionEvents>
+    });
+    let sessions =
+        RelayingSessionManager::new(sessions, relay, events, options.shutdown.child_token());
     let sessions = Arc::new(sessions);
     let service = StreamableHttpService::new(
         move || Ok(McpServer::new(shared.clone())),

@@ -14,6 +14,7 @@
 
 pub mod ask;
 pub mod completion;
+pub mod events;
 pub mod execute;
 pub mod legacy_sessions;
 pub mod logging;

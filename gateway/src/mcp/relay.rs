@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{FutureExt, Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::{
@@ -151,24 +151,35 @@ impl Relay {
 }
 
 /// rmcp's local session manager, with client answers and cancellations relayed between
-/// replicas.
+/// replicas, and its streams resumable on any replica ([`super::events`]).
 pub struct RelayingSessionManager {
     inner: Arc<LocalSessionManager>,
     relay: Option<Relay>,
+    events: Option<Arc<dyn super::events::SessionEvents>>,
 }
 
 impl RelayingSessionManager {
-    /// Wraps `inner`; with a relay, starts its subscriber (until `shutdown`).
+    /// Wraps `inner`; with a relay, starts its subscriber (until `shutdown`). With
+    /// `events`, the sessions' events are kept there (rmcp asks the manager's
+    /// `event_store()` only for sessionless streams, which keep none).
     pub fn new(
-        inner: LocalSessionManager,
+        mut inner: LocalSessionManager,
         relay: Option<Relay>,
+        events: Option<Arc<dyn super::events::SessionEvents>>,
         shutdown: CancellationToken,
     ) -> Self {
+        if let Some(events) = &events {
+            inner = inner.with_event_store(events.clone());
+        }
         let inner = Arc::new(inner);
         if let Some(relay) = &relay {
             relay.spawn_subscriber(inner.clone(), shutdown);
         }
-        Self { inner, relay }
+        Self {
+            inner,
+            relay,
+            events,
+        }
     }
 }
 
@@ -204,7 +215,22 @@ impl SessionManager for RelayingSessionManager {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
-        self.inner.create_stream(id, message).await
+        let mut stream = self.inner.create_stream(id, message).await?;
+        // rmcp has put the stream's priming event (its first id) in the channel by now:
+        // that id binds the stream to this session before the client can resume it.
+        let first = match &self.events {
+            Some(events) => match stream.next().now_or_never().flatten() {
+                Some(first) => {
+                    if let Some(event_id) = &first.event_id {
+                        events.bind(id, event_id).await;
+                    }
+                    Some(first)
+                }
+                None => None,
+            },
+            None => None,
+        };
+        Ok(futures::stream::iter(first).chain(stream))
     }
 
     async fn accept_message(
@@ -233,7 +259,20 @@ impl SessionManager for RelayingSessionManager {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
-        self.inner.resume(id, last_event_id).await
+        match &self.events {
+            Some(events) => {
+                let stream = match events.resume(id, &last_event_id).await {
+                    Ok(stream) => stream,
+                    Err(e) => {
+                        // rmcp answers a failed resume with an empty stream too.
+                        tracing::info!(reason = %e, "an SSE resume replays nothing");
+                        Box::pin(futures::stream::empty())
+                    }
+                };
+                Ok(stream.left_stream())
+            }
+            None => Ok(self.inner.resume(id, last_event_id).await?.right_stream()),
+        }
     }
 
     async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Transport>, Error> {
@@ -241,7 +280,8 @@ impl SessionManager for RelayingSessionManager {
     }
 
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
-        self.inner.event_store()
+        // Sessionless (2026-07-28) streams keep no events: see [`super::events`].
+        None
     }
 }
 
