@@ -145,8 +145,13 @@ fn mcp_service(
     let sessions =
         RelayingSessionManager::new(sessions, relay, events, options.shutdown.child_token());
     let sessions = Arc::new(sessions);
+    // Legacy sessions hear of resource list changes (issue 34).
+    let list_changed = crate::mcp::list_changed::ListChanged::start(
+        shared.catalog.clone(),
+        options.shutdown.child_token(),
+    );
     let service = StreamableHttpService::new(
-        move || Ok(McpServer::new(shared.clone())),
+        move || Ok(McpServer::new(shared.clone()).with_list_changed(list_changed.clone())),
         sessions.clone(),
         config,
     );

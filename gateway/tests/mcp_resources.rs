@@ -375,3 +375,52 @@ async fn set_level_is_accepted_without_effect_by_2026_07_28() {
     alice.cancel().await.unwrap();
     server.stop().await;
 }
+
+/// Waits up to 5 s for `count` to reach `want`.
+async fn reaches(count: &std::sync::atomic::AtomicUsize, want: usize) -> bool {
+    for _ in 0..50 {
+        if count.load(std::sync::atomic::Ordering::SeqCst) >= want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_change_notifies_the_sessions_whose_list_changed() {
+    let (server, users) = gateway().await;
+    let alice_hears = TestClient::plain();
+    let bob_hears = TestClient::plain();
+    let (a_changes, b_changes) = (
+        alice_hears.list_changes.clone(),
+        bob_hears.list_changes.clone(),
+    );
+    let alice = with_token_as(&server.url, &users.alice.raw, false, alice_hears).await;
+    let bob = with_token_as(&server.url, &users.bob.raw, false, bob_hears).await;
+    // Both hold their standalone stream (the rmcp client opens it after initializing).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A new admin tool: only alice's list changes, bob hears nothing.
+    let mut yaml = tools_file();
+    yaml.push_str(
+        "  - name: reboot\n    groups: [admin]\n    description: Reboot.\n    exec: printf ok\n",
+    );
+    std::fs::write(server.tools_file(), &yaml).unwrap();
+    assert!(reaches(&a_changes, 1).await, "alice hears of her new tool");
+    let listed = alice.list_all_resources().await.unwrap();
+    assert!(listed.iter().any(|r| r.uri == "mcc://tools/admin.reboot"));
+    assert_eq!(b_changes.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // A new public tool: both hear of it.
+    yaml.push_str(
+        "  - name: hello\n    groups: [public]\n    description: Hi.\n    exec: printf ok\n",
+    );
+    std::fs::write(server.tools_file(), &yaml).unwrap();
+    assert!(reaches(&b_changes, 1).await, "bob hears of the public tool");
+    assert!(reaches(&a_changes, 2).await, "alice too");
+
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    server.stop().await;
+}

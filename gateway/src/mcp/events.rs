@@ -162,8 +162,7 @@ pub trait SessionEvents: RmcpEventStore {
 
     /// The events of `session`'s stream after `last_event_id`, then the ones that follow
     /// (see the module). The standalone stream's priming id `0` resumes it from its start.
-    async fn resume(&self, session: &str, last_event_id: &str)
-    -> Result<EventStream, ResumeError>;
+    async fn resume(&self, session: &str, last_event_id: &str) -> Result<EventStream, ResumeError>;
 }
 
 /// A Redis command connection the store can use.
@@ -219,7 +218,11 @@ impl<C: Connection> EventStore<C> {
             .arg(bounds.events)
             .arg(bounds.ttl.as_millis() as u64)
             .arg(&payload)
-            .arg(substitute(event.message.as_deref(), payload.len(), bounds.bytes))
+            .arg(substitute(
+                event.message.as_deref(),
+                payload.len(),
+                bounds.bytes,
+            ))
             .query_async(&mut self.inner.conn.clone())
             .await
     }
@@ -231,7 +234,9 @@ impl<C: Connection> EventStore<C> {
 fn substitute(message: Option<&ServerJsonRpcMessage>, size: usize, budget: usize) -> String {
     let id = match message {
         Some(ServerJsonRpcMessage::Response(r)) => serde_json::to_value(&r.id).ok(),
-        Some(ServerJsonRpcMessage::Error(e)) => e.id.as_ref().and_then(|id| serde_json::to_value(id).ok()),
+        Some(ServerJsonRpcMessage::Error(e)) => {
+            e.id.as_ref().and_then(|id| serde_json::to_value(id).ok())
+        }
         _ => None,
     };
     let Some(id) = id else {
@@ -269,11 +274,7 @@ impl<C: Connection> SessionEvents for EventStore<C> {
         }
     }
 
-    async fn resume(
-        &self,
-        session: &str,
-        last_event_id: &str,
-    ) -> Result<EventStream, ResumeError> {
+    async fn resume(&self, session: &str, last_event_id: &str) -> Result<EventStream, ResumeError> {
         let standalone = standalone_stream(session);
         let (stream, after) = if last_event_id == "0" {
             (standalone.as_str(), "0-0")
@@ -303,7 +304,6 @@ impl<C: Connection> SessionEvents for EventStore<C> {
             rx.recv().await.map(|event| (event, rx))
         })))
     }
-
 }
 
 #[async_trait::async_trait]
@@ -319,7 +319,10 @@ impl<C: Connection> RmcpEventStore for EventStore<C> {
                 // rmcp fails the send when this fails: send the event with an id that
                 // resumes nothing instead.
                 tracing::warn!(error = %e, "could not keep an SSE event for resumption");
-                Ok(format!("{stream_id}/unkept-{}", uuid::Uuid::new_v4().simple()))
+                Ok(format!(
+                    "{stream_id}/unkept-{}",
+                    uuid::Uuid::new_v4().simple()
+                ))
             }
         }
     }
@@ -332,6 +335,9 @@ impl<C: Connection> RmcpEventStore for EventStore<C> {
         Err("resumption needs the legacy session the stream belongs to".into())
     }
 }
+
+/// A Redis stream entry as `XRANGE` gives it: its id and its fields.
+type Entry = (String, Vec<(String, String)>);
 
 /// Replays one stream from a cursor into a channel, polling for new events.
 struct Follower<C> {
@@ -348,18 +354,17 @@ impl<C: Connection> Follower<C> {
         let deadline = tokio::time::Instant::now() + bounds.follow;
         let keys = self.store.keys(&self.stream);
         loop {
-            let read: redis::RedisResult<(Vec<(String, Vec<(String, String)>)>, bool)> =
-                redis::pipe()
-                    .cmd("XRANGE")
-                    .arg(&keys.events)
-                    .arg(format!("({}", self.cursor))
-                    .arg("+")
-                    .arg("COUNT")
-                    .arg(64)
-                    .cmd("EXISTS")
-                    .arg(&keys.events)
-                    .query_async(&mut self.store.inner.conn.clone())
-                    .await;
+            let read: redis::RedisResult<(Vec<Entry>, bool)> = redis::pipe()
+                .cmd("XRANGE")
+                .arg(&keys.events)
+                .arg(format!("({}", self.cursor))
+                .arg("+")
+                .arg("COUNT")
+                .arg(64)
+                .cmd("EXISTS")
+                .arg(&keys.events)
+                .query_async(&mut self.store.inner.conn.clone())
+                .await;
             let (entries, exists) = match read {
                 Ok(r) => r,
                 Err(e) => {
@@ -432,7 +437,16 @@ mod tests {
         );
         let common = event_id("abc:common", "1-0");
         assert_eq!(parse_event_id(&common), Some(("abc:common", "1-0")));
-        for bad in ["0", "3/17", "x/1-0/", "/1-0", "a b/1-0", "s/1-", "s/-1", "s/unkept-ab"] {
+        for bad in [
+            "0",
+            "3/17",
+            "x/1-0/",
+            "/1-0",
+            "a b/1-0",
+            "s/1-",
+            "s/-1",
+            "s/unkept-ab",
+        ] {
             assert_eq!(parse_event_id(bad), None, "{bad}");
         }
         let long = format!("{}/1-0", "a".repeat(129));

@@ -2,7 +2,8 @@
 //! `set_session`, `get_session`, `new_session`) and prompts agents call, over rmcp.
 //!
 //! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
-//! - [`resources`]: `mcc://` resources; [`completion`]: prompt argument completion;
+//! - [`resources`]: `mcc://` resources, [`list_changed`] their list's change
+//!   notifications; [`completion`]: prompt argument completion;
 //!   [`logging`]: `logging/setLevel` and a legacy session's log notifications;
 //! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
 //! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
@@ -17,6 +18,7 @@ pub mod completion;
 pub mod events;
 pub mod execute;
 pub mod legacy_sessions;
+pub mod list_changed;
 pub mod logging;
 pub mod relay;
 pub mod resources;
@@ -98,6 +100,8 @@ pub struct McpServer {
     shared: Arc<Shared>,
     /// The session's log level (legacy sessions: [`logging`]).
     log: logging::SessionLog,
+    /// Where a legacy session registers for resource list changes.
+    list_changed: Option<list_changed::ListChanged>,
 }
 
 impl McpServer {
@@ -105,7 +109,14 @@ impl McpServer {
         Self {
             shared,
             log: logging::SessionLog::default(),
+            list_changed: None,
         }
+    }
+
+    /// Its legacy sessions hear of resource list changes from `watch`.
+    pub fn with_list_changed(mut self, watch: list_changed::ListChanged) -> Self {
+        self.list_changed = Some(watch);
+        self
     }
 }
 
@@ -303,6 +314,7 @@ impl ServerHandler for McpServer {
                 .enable_tools()
                 .enable_prompts()
                 .enable_resources()
+                .enable_resources_list_changed()
                 .enable_completions()
                 .enable_logging()
                 .build(),
@@ -342,6 +354,16 @@ impl ServerHandler for McpServer {
             self.dispatch(call, &request, &context),
         ))
         .await
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        let parts = context.extensions.get::<http::request::Parts>();
+        // Legacy sessions only: a 2026-07-28 client has no stream to hear it on.
+        let legacy = parts.is_some_and(|p| p.headers.contains_key("mcp-session-id"));
+        if let (Some(watch), true) = (&self.list_changed, legacy) {
+            let caller = parts.and_then(|p| p.extensions.get::<Identity>());
+            watch.register(context.peer, caller.and_then(|c| c.user.clone()));
+        }
     }
 
     async fn list_prompts(

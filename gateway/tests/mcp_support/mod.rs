@@ -180,6 +180,8 @@ pub struct TestClient {
     pub asked: Arc<Mutex<Vec<String>>>,
     pub logs: Arc<Mutex<Vec<String>>>,
     pub version: Option<ProtocolVersion>,
+    /// `notifications/resources/list_changed` received.
+    pub list_changes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl TestClient {
@@ -189,6 +191,7 @@ impl TestClient {
             asked: Default::default(),
             logs: Default::default(),
             version: None,
+            list_changes: Default::default(),
         }
     }
 
@@ -229,6 +232,11 @@ impl ClientHandler for TestClient {
             Some(Answer::Decline) | None => ElicitResult::new(ElicitationAction::Decline),
             Some(Answer::Cancel) => ElicitResult::new(ElicitationAction::Cancel),
         })
+    }
+
+    async fn on_resource_list_changed(&self, _ctx: rmcp::service::NotificationContext<RoleClient>) {
+        self.list_changes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 
     #[allow(deprecated)] // logging: deprecated by 2026-07-28, still legacy sessions'
