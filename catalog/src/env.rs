@@ -200,6 +200,8 @@ pub fn build_env(
         ToolKind::Exec { .. } | ToolKind::Curl { .. } => {
             env.extend(context_vars(context));
         }
+        // No process: an upstream gets no environment (and no context) from us.
+        ToolKind::Mcp { .. } => {}
     }
     env
 }

@@ -10,6 +10,7 @@
 //! - [`document`], [`shards`], [`apikey`]: the catalog document the operator publishes (in
 //!   one ConfigMap, or split across several when large) and gateways
 //!   in Kubernetes mode load, and the API-key format it carries;
+//! - [`upstream`]: upstream MCP servers (`mcp_servers:`) and their tools as catalog tools;
 //! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
 //!   the size limits of a Tool's text and lists, for its schema and the operator alike.
@@ -36,6 +37,7 @@ pub mod signature;
 pub mod spec;
 pub mod template;
 pub mod tool;
+pub mod upstream;
 pub mod users;
 
 pub use load::{LoadError, Loaded, load};

@@ -22,6 +22,7 @@ use crate::introspect::{self, Introspector, Pending};
 use crate::key::union_groups;
 use crate::spec::{BuiltTool, build_tool, parse_entry, strip_unknown_param_keys, unknown_keys};
 use crate::tool::Tool;
+use crate::upstream::{self, UpstreamSpec};
 
 /// Why a catalog could not be loaded. Every variant names the file; entry errors name the
 /// tool (index and name) and the field.
@@ -58,6 +59,15 @@ pub enum LoadError {
         groups: Vec<String>,
         first: String,
         second: String,
+    },
+    /// An `mcp_servers:` entry ([`crate::upstream`]).
+    #[error("{path}: mcp_servers[{index}]{name}: {field}: {message}", name = .name.as_ref().map(|n| format!(" '{n}'")).unwrap_or_default())]
+    Server {
+        path: PathBuf,
+        index: usize,
+        name: Option<String>,
+        field: String,
+        message: String,
     },
     #[error("{pattern}: no tool files match")]
     NoMatch { pattern: String },
@@ -98,6 +108,8 @@ impl fmt::Display for Warning {
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub tools: Vec<Tool>,
+    /// The upstream MCP servers declared (`mcp_servers:`), names unique across files.
+    pub servers: Vec<UpstreamSpec>,
     pub warnings: Vec<Warning>,
 }
 
@@ -173,6 +185,7 @@ pub fn parse_entries(entries: &[String]) -> Result<(Loaded, Vec<Pending>), LoadE
             })?;
             let file = parse_file(&path, &text, &|name| vars.get(name).cloned())?;
             loaded.warnings.extend(file.warnings);
+            add_servers(&mut loaded.servers, file.servers, &path)?;
             for built in file.tools {
                 if built.needs_introspection {
                     pending.push(Pending {
@@ -187,11 +200,43 @@ pub fn parse_entries(entries: &[String]) -> Result<(Loaded, Vec<Pending>), LoadE
     Ok((loaded, pending))
 }
 
-/// One parsed file: its tools (with what introspection still has to fill in) and warnings.
-/// Each tool's `source` is `<file>: tools[<index>] '<name or fn>'`.
+/// Adds one file's upstreams: a name declared twice (in any files) is an error naming
+/// both places, as a key declared twice is.
+fn add_servers(
+    all: &mut Vec<UpstreamSpec>,
+    more: Vec<UpstreamSpec>,
+    path: &Path,
+) -> Result<(), LoadError> {
+    for spec in more {
+        if let Some(first) = all.iter().find(|s| s.name == spec.name) {
+            return Err(file_error(
+                path,
+                "mcp_servers",
+                &format!(
+                    "upstream '{}' is declared twice, in {} and in {}",
+                    spec.name, first.source, spec.source
+                ),
+            ));
+        }
+        if all.len() >= upstream::MAX_SERVERS {
+            return Err(file_error(
+                path,
+                "mcp_servers",
+                &format!("at most {} upstream MCP servers", upstream::MAX_SERVERS),
+            ));
+        }
+        all.push(spec);
+    }
+    Ok(())
+}
+
+/// One parsed file: its tools (with what introspection still has to fill in), its
+/// upstream MCP servers and warnings. Each tool's `source` is
+/// `<file>: tools[<index>] '<name or fn>'`, each server's `<file>: mcp_servers[<index>] '<name>'`.
 #[derive(Debug, Default)]
 pub struct ParsedFile {
     pub tools: Vec<BuiltTool>,
+    pub servers: Vec<UpstreamSpec>,
     pub warnings: Vec<Warning>,
 }
 
@@ -216,15 +261,23 @@ pub fn parse_file(
     substitute_values(&mut doc, lookup);
     let mut out = ParsedFile::default();
     // As in MCC, a document that is not a mapping (empty, a list, a scalar) has no
-    // `tools` key and is skipped with a warning: other YAML may share a directory.
-    let Some((top, entries)) = doc.as_object().and_then(|t| Some((t, t.get("tools")?))) else {
+    // `tools` key and is skipped with a warning: other YAML may share a directory. A file
+    // of upstream MCP servers only (`mcp_servers:`) is a tool file too.
+    let Some(top) = doc
+        .as_object()
+        .filter(|t| t.contains_key("tools") || t.contains_key("mcp_servers"))
+    else {
         out.warnings.push(skip_warning(path));
         return Ok(out);
     };
-    let entries = entries
+    let no_tools = Value::Array(vec![]);
+    let entries = top
+        .get("tools")
+        .unwrap_or(&no_tools)
         .as_array()
         .ok_or_else(|| file_error(path, "tools", "expected a list of tool entries"))?;
     let defaults = file_defaults(path, top)?;
+    out.servers = parse_servers(path, top.get("mcp_servers"), &defaults.groups)?;
     for key in top
         .keys()
         .filter(|k| !FILE_KEYS.contains(&k.as_str()) && !k.starts_with("x-"))
@@ -242,7 +295,45 @@ pub fn parse_file(
 }
 
 /// The keys a tool file may have at the top (besides `x-*`).
-const FILE_KEYS: [&str; 4] = ["tools", "groups", "env", "env_file"];
+const FILE_KEYS: [&str; 5] = ["tools", "groups", "env", "env_file", "mcp_servers"];
+
+/// The file's `mcp_servers:` list ([`crate::upstream::parse_server`]); the file's
+/// `groups` go before each server's own.
+fn parse_servers(
+    path: &Path,
+    raw: Option<&Value>,
+    file_groups: &[String],
+) -> Result<Vec<UpstreamSpec>, LoadError> {
+    let entries = match raw {
+        None | Some(Value::Null) => return Ok(vec![]),
+        Some(Value::Array(entries)) => entries,
+        Some(_) => {
+            return Err(file_error(
+                path,
+                "mcp_servers",
+                "expected a list of upstream MCP servers",
+            ));
+        }
+    };
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, raw)| {
+            let name = raw.get("name").and_then(Value::as_str).map(str::to_string);
+            let source = match &name {
+                Some(n) => format!("{}: mcp_servers[{index}] '{n}'", path.display()),
+                None => format!("{}: mcp_servers[{index}]", path.display()),
+            };
+            upstream::parse_server(raw, file_groups, &source).map_err(|e| LoadError::Server {
+                path: path.into(),
+                index,
+                name: name.clone(),
+                field: e.field,
+                message: e.message,
+            })
+        })
+        .collect()
+}
 
 /// What a file gives every entry: `groups`, `env`, `env_file`.
 struct FileDefaults {

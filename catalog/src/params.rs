@@ -16,7 +16,7 @@ use std::fmt;
 use serde_json::{Map, Number, Value};
 
 use crate::pyfmt;
-use crate::tool::{Param, ParamType, Tool};
+use crate::tool::{Param, ParamType, Tool, ToolKind};
 
 /// Everything wrong with one call's params.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +62,9 @@ pub fn validate(
     tool: &Tool,
     given: &Map<String, Value>,
 ) -> Result<Map<String, Value>, ValidationError> {
+    if let ToolKind::Mcp { input_schema, .. } = &tool.kind {
+        return validate_upstream(tool, input_schema, given).map(|()| given.clone());
+    }
     let mut problems = Vec::new();
     let mut out = Map::new();
     let mut given_repr = None;
@@ -129,12 +132,41 @@ pub fn validate(
     }
 }
 
+/// An upstream tool's arguments go to the upstream as given (no coercion: the upstream's
+/// schema is the contract), once they match its input schema. A problem's `param` is the
+/// JSON Pointer of the value (`/count`), or `(arguments)` for the whole object.
+fn validate_upstream(
+    tool: &Tool,
+    input_schema: &Value,
+    given: &Map<String, Value>,
+) -> Result<(), ValidationError> {
+    crate::upstream::validate_arguments(input_schema, given).map_err(|problems| {
+        ValidationError {
+            model: format!("{}_params", tool.key),
+            problems: problems
+                .into_iter()
+                .map(|(at, message)| Problem {
+                    param: match at.strip_prefix('/') {
+                        Some(p) if !p.is_empty() => p.to_string(),
+                        _ => "(arguments)".into(),
+                    },
+                    message,
+                })
+                .collect(),
+        }
+    })
+}
+
 /// The engine's guard: `params` must be what [`validate`] returns for some call — every
 /// name a param the caller may pass or an override, every overridden param at its forced
 /// value, every required visible param present, every value of its declared type (or the
 /// param's default, or `null` for an optional param). A violation means the params did
 /// not come out of [`validate`]; nothing may run with them.
 pub fn check_validated(tool: &Tool, params: &Map<String, Value>) -> Result<(), Problem> {
+    if let ToolKind::Mcp { input_schema, .. } = &tool.kind {
+        return validate_upstream(tool, input_schema, params)
+            .map_err(|mut e| e.problems.swap_remove(0));
+    }
     let problem = |param: &str, message: String| Problem {
         param: param.to_string(),
         message,

@@ -129,6 +129,14 @@ pub enum ToolKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         python: Option<String>,
     },
+    /// A tool of an upstream MCP server ([`crate::upstream`]): `execute` proxies
+    /// `tools/call` of `tool` (the upstream's own name) to the upstream `server`, with
+    /// the arguments checked against `input_schema` first.
+    Mcp {
+        server: String,
+        tool: String,
+        input_schema: Value,
+    },
 }
 
 impl ToolKind {
@@ -136,12 +144,17 @@ impl ToolKind {
     pub fn command(&self) -> Option<&str> {
         match self {
             ToolKind::Exec { command } | ToolKind::Curl { command, .. } => Some(command),
-            ToolKind::Fn { .. } => None,
+            ToolKind::Fn { .. } | ToolKind::Mcp { .. } => None,
         }
     }
 
     pub fn is_fn(&self) -> bool {
         matches!(self, ToolKind::Fn { .. })
+    }
+
+    /// A tool of an upstream MCP server: nothing runs here, the call is proxied.
+    pub fn is_upstream(&self) -> bool {
+        matches!(self, ToolKind::Mcp { .. })
     }
 }
 
@@ -270,6 +283,10 @@ impl Tool {
         match &self.kind {
             ToolKind::Exec { .. } | ToolKind::Curl { .. } => "str | (int, str, str)",
             ToolKind::Fn { .. } => self.return_type.as_deref().unwrap_or("unknown"),
+            // MCP content (text, images, resources); structured content when it declares
+            // an output schema.
+            ToolKind::Mcp { .. } if self.output_schema.is_some() => "dict",
+            ToolKind::Mcp { .. } => "content",
         }
     }
 

@@ -115,6 +115,15 @@ async fn build_from_files(
             .await
             .map_err(|e| std::io::Error::other(e.to_string()))??;
     let catalog = Arc::new(catalog);
+    // Upstream MCP servers: their first discovery is waited for (bounded), so a gateway
+    // starts with their tools unless an upstream is down; see crate::upstream.
+    let upstreams =
+        crate::upstream::Upstreams::new(shutdown.clone(), settings.execution.default_timeout());
+    catalog.attach_upstreams(upstreams.clone());
+    upstreams
+        .first_discovery(crate::upstream::DISCOVERY_TIMEOUT)
+        .await;
+    catalog.merge_upstreams();
     let search = search_service(settings, &catalog).await?;
     build_parts(settings, catalog, search, shutdown, None, runtime)
 }
@@ -275,6 +284,10 @@ fn build_parts(
         Some(conn) => {
             engine.with_cache(ResultCache::redis_with(conn, &settings.session.key_prefix))
         }
+        None => engine,
+    };
+    let engine = match catalog.upstreams() {
+        Some(upstreams) => engine.with_upstreams(upstreams),
         None => engine,
     };
     let (engine, reviewer) = match kube {

@@ -9,6 +9,7 @@
 //! ([`rest`]).
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
+//! [`upstream`] (upstream MCP servers' tools, discovered and proxied),
 //! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the
 //! binary's allocator).
 
@@ -41,3 +42,4 @@ pub mod telemetry;
 #[doc(hidden)]
 pub mod test_writer;
 pub mod tls;
+pub mod upstream;

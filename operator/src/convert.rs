@@ -396,6 +396,9 @@ pub fn tool_resource(
         ToolKind::Exec { command } => (Some(command.clone()), None, None, None),
         ToolKind::Fn { path, python } => (None, Some(path.clone()), None, python.clone()),
         ToolKind::Curl { target, .. } => (None, None, Some(target.clone()), None),
+        // Never from a tool file's `tools:` (upstream tools are discovered, not declared
+        // as entries); a Tool resource has no form for them.
+        ToolKind::Mcp { .. } => (None, None, None, None),
     };
     // Undeclared params stay undeclared so the gateway introspects them, as MCC does.
     let params = (!tool.params.is_empty()).then(|| tool.params.iter().map(tool_param).collect());

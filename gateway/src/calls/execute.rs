@@ -134,6 +134,8 @@ pub struct Ran {
     pub text: Option<String>,
     /// Whether `text` was cut (it then ends with [`crate::mcp::text::TRUNCATED`]).
     pub truncated: bool,
+    /// An upstream MCP server's tool: its result as it came ([`crate::upstream::reply`]).
+    pub upstream: Option<crate::upstream::UpstreamReply>,
 }
 
 impl Ran {
@@ -329,7 +331,9 @@ async fn run<A: Ask>(
         tracing::warn!(tool = key, error = %mismatch, "execute: result does not match the output schema");
         return Executed::BadOutput(mismatch);
     }
-    Executed::Ran(shape(outcome, execution.cached, shared.response_max_size))
+    let mut ran = shape(outcome, execution.cached, shared.response_max_size);
+    ran.upstream = execution.upstream;
+    Executed::Ran(ran)
 }
 
 /// A successful result of a tool with an output schema must match it (checked on the
@@ -349,7 +353,7 @@ pub fn check_output(tool: &Tool, outcome: &Outcome) -> Result<(), OutputMismatch
 /// 5, a JSON object on stdout becomes structured content. An fn tool's string result
 /// stays a string.
 pub fn parse_shell_json(tool: &Tool, outcome: Outcome) -> Outcome {
-    let from_shell = !tool.kind.is_fn() || tool.transform.is_some();
+    let from_shell = tool.kind.command().is_some() || tool.transform.is_some();
     match outcome {
         Outcome::Success(Value::String(text)) if from_shell => {
             match serde_json::from_str::<Value>(&text) {
@@ -371,6 +375,7 @@ pub fn shape(outcome: Outcome, cached: bool, limit: usize) -> Ran {
             cached,
             text: None,
             truncated: false,
+            upstream: None,
         };
     }
     let full = outcome.to_text();
@@ -382,6 +387,7 @@ pub fn shape(outcome: Outcome, cached: bool, limit: usize) -> Ran {
         cached,
         text: Some(text),
         truncated,
+        upstream: None,
     }
 }
 

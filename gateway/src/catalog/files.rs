@@ -23,6 +23,9 @@ use super::{CatalogError, LiveCatalog};
 pub struct Tools {
     pub tools: Vec<Tool>,
     pub excluded: Vec<ExcludedTool>,
+    /// The upstream MCP servers the files declare (their tools come from
+    /// [`crate::upstream`]).
+    pub servers: Vec<mcc_catalog::upstream::UpstreamSpec>,
 }
 
 /// Loads the tool files: parse errors and keys declared twice refuse the load (MCC's
@@ -50,6 +53,7 @@ pub fn load_tools(
     Ok(Tools {
         tools: selection.retain(tools),
         excluded: selection.excluded,
+        servers: loaded.servers,
     })
 }
 
@@ -96,6 +100,16 @@ pub async fn watch(
     on_reload: OnReload,
 ) {
     let search = follower(stop.clone(), on_reload);
+    // Upstream MCP servers' tools change on their own schedule: re-merged with the
+    // files' last tools (no file is read again), then searched.
+    let merges = {
+        let live = live.clone();
+        let search = search.clone();
+        Latest::spawn(stop.clone(), move |()| {
+            live.merge_upstreams();
+            search.submit(live.snapshot());
+        })
+    };
     let tools = {
         let live = live.clone();
         Latest::spawn(stop.clone(), move |()| {
@@ -104,11 +118,18 @@ pub async fn watch(
             }
         })
     };
+    let mut upstream_changes = live.upstreams().map(|u| u.subscribe());
     let mut seen = live.loaded_fingerprint();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tokio::time::sleep(interval) => {}
+        }
+        if let Some(changes) = upstream_changes.as_mut()
+            && changes.has_changed().unwrap_or(false)
+        {
+            changes.mark_unchanged();
+            merges.submit(());
         }
         let Some(mut now) = current(&live).await else {
             continue;

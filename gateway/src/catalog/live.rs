@@ -8,7 +8,7 @@
 //! full error goes to the log, a redacted one to the status.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use arc_swap::ArcSwap;
 use mcc_catalog::introspect::Introspector;
@@ -18,6 +18,7 @@ use super::users::{self, Users};
 use super::{Catalog, CatalogError};
 use crate::auth::{Directory, SharedDirectory};
 use crate::metrics::Metrics;
+use crate::upstream::Upstreams;
 
 /// What `/readyz` reports about the catalog (unauthenticated: counts only).
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -79,6 +80,19 @@ pub struct LiveCatalog {
     loaded: Fingerprint,
     /// File mode's fn introspection (through the gateway's runtime).
     introspector: Introspector,
+    /// File mode's upstream MCP servers (attached once, after the first load).
+    upstreams: OnceLock<Upstreams>,
+    /// The files' tools as last loaded, with their excluded count and declared upstreams:
+    /// an upstream's change is merged with these, no file read again.
+    local: Mutex<LocalTools>,
+}
+
+/// What the tool files gave at their last good load.
+#[derive(Debug, Default, Clone)]
+struct LocalTools {
+    tools: Vec<mcc_catalog::Tool>,
+    excluded: usize,
+    servers: Vec<mcc_catalog::upstream::UpstreamSpec>,
 }
 
 impl LiveCatalog {
@@ -96,8 +110,14 @@ impl LiveCatalog {
             Some(path) => users::load_users(path)?,
             None => Users::default(),
         };
+        let local = LocalTools {
+            tools: tools.tools.clone(),
+            excluded: tools.excluded.len(),
+            servers: tools.servers,
+        };
         let catalog = Catalog::new(tools.tools, users.directory.users().to_vec());
         let mut live = Self::with_catalog(catalog, tool_entries, users_file);
+        live.local = Mutex::new(local);
         live.loaded = before;
         live.introspector = introspector;
         live.state_mut().status.excluded_tools = tools.excluded.len();
@@ -133,7 +153,35 @@ impl LiveCatalog {
             users_file,
             loaded,
             introspector: Introspector::default(),
+            upstreams: OnceLock::new(),
+            local: Mutex::new(LocalTools::default()),
         }
+    }
+
+    /// Serves the upstream MCP servers the tool files declare through `upstreams` from
+    /// now on (file mode; once): their discovery starts, and each change of their tools
+    /// is merged in by [`Self::merge_upstreams`].
+    pub fn attach_upstreams(&self, upstreams: Upstreams) {
+        let servers = self.local.lock().expect("local tools").servers.clone();
+        if self.upstreams.set(upstreams.clone()).is_ok() {
+            upstreams.set_specs(servers);
+        }
+    }
+
+    /// The upstreams attached, if any.
+    pub fn upstreams(&self) -> Option<Upstreams> {
+        self.upstreams.get().cloned()
+    }
+
+    /// Installs the files' last good tools plus the upstreams' current tools (a key
+    /// taken by a file's tool or an earlier upstream leaves the later tool out).
+    pub fn merge_upstreams(&self) {
+        let Some(upstreams) = self.upstreams.get() else {
+            return;
+        };
+        let local = self.local.lock().expect("local tools").clone();
+        let (tools, dropped) = crate::upstream::merge::merge(&local.tools, upstreams.tools());
+        self.install_tools(Catalog::new(tools, vec![]), local.excluded + dropped, None);
     }
 
     /// A live catalog with nothing loaded yet (generation 0: `/readyz` says not ready)
@@ -237,8 +285,21 @@ impl LiveCatalog {
     /// Reloads the tool files. Blocking (runs introspection).
     pub fn reload_tools(&self) -> Result<(), String> {
         let loaded = files::load_tools(&self.tool_entries, &self.introspector).map(|tools| {
-            let catalog = Catalog::new(tools.tools, vec![]);
-            self.install_tools(catalog, tools.excluded.len(), None)
+            let local = LocalTools {
+                tools: tools.tools,
+                excluded: tools.excluded.len(),
+                servers: tools.servers,
+            };
+            if let Some(upstreams) = self.upstreams.get() {
+                upstreams.set_specs(local.servers.clone());
+            }
+            let merge = self.upstreams.get().is_some();
+            *self.local.lock().expect("local tools") = local.clone();
+            if merge {
+                self.merge_upstreams();
+            } else {
+                self.install_tools(Catalog::new(local.tools, vec![]), local.excluded, None);
+            }
         });
         self.settle(Part::Tools, loaded)
     }

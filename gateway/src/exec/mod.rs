@@ -14,6 +14,10 @@
 //! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store). The call's
 //! audit event is the caller's ([`crate::audit`]): it knows who called and why a call
 //! was refused before it got here.
+//!
+//! An upstream MCP server's tool ([`ToolKind::Mcp`]) runs no process: after the same
+//! guard and cache lookup, [`crate::upstream::Upstreams::call`] proxies `tools/call`, and
+//! the reply comes back verbatim in [`Execution::upstream`].
 
 pub mod cache;
 pub mod command;
@@ -38,6 +42,8 @@ use mcc_catalog::introspect::runner_args;
 use mcc_catalog::{Tool, ToolKind};
 pub use mcc_executor::process;
 use mcc_executor::{Request, RunError, Runtime};
+
+use crate::upstream::Upstreams;
 
 pub use cache::{CacheError, ResultCache};
 pub use command::Part;
@@ -97,6 +103,8 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Execution {
     pub outcome: Outcome,
+    /// An upstream tool's result as the upstream sent it (`outcome` is read from it).
+    pub upstream: Option<crate::upstream::UpstreamReply>,
     /// The context an fn tool that declares `context` left behind (not yet sanitized).
     pub write_back: Option<Map<String, Value>>,
     pub cached: bool,
@@ -176,6 +184,12 @@ pub enum ExecError {
     /// No execution slot within the wait ([`limiter`]).
     #[error("tool '{tool}': {source}")]
     Busy { tool: String, source: Busy },
+    /// An upstream MCP server's tool could not be called ([`crate::upstream`]).
+    #[error("tool '{tool}': {source}")]
+    Upstream {
+        tool: String,
+        source: crate::upstream::UpstreamError,
+    },
 }
 
 /// Runs tools. Cheap to clone.
@@ -187,6 +201,7 @@ pub struct Engine {
     resolver: Option<Resolver>,
     pods: Option<pod::Runner>,
     limiter: Arc<Limiter>,
+    upstreams: Option<Upstreams>,
 }
 
 /// The engine's [`environment::EnvResolver`], shown by name in `Debug`.
@@ -226,7 +241,15 @@ impl Engine {
             resolver: None,
             pods: None,
             limiter: Arc::new(Limiter::unbounded()),
+            upstreams: None,
         }
+    }
+
+    /// The same engine calling upstream MCP servers' tools through `upstreams`; without
+    /// them, such a tool is refused as not configured.
+    pub fn with_upstreams(mut self, upstreams: Upstreams) -> Self {
+        self.upstreams = Some(upstreams);
+        self
     }
 
     /// The same engine admitting executions through `limiter` (without one: no limit).
@@ -288,8 +311,17 @@ impl Engine {
                 .key(call.tool, call.caller, &call.params, &call.context)
         });
         if let Some(value) = self.cache_lookup(key.as_deref()).await {
+            let upstream = call
+                .tool
+                .kind
+                .is_upstream()
+                .then(|| crate::upstream::UpstreamReply::from_cached(&value))
+                .flatten();
             return Ok(Execution {
-                outcome: Outcome::Success(value),
+                outcome: upstream
+                    .as_ref()
+                    .map_or(Outcome::Success(value), |r| r.outcome()),
+                upstream,
                 write_back: None,
                 cached: true,
             });
@@ -297,6 +329,10 @@ impl Engine {
         let ran = self.run(call).await?;
         if let (Some(key), Some(ttl), Outcome::Success(value)) = (&key, ttl, &ran.execution.outcome)
         {
+            let value = match &ran.execution.upstream {
+                Some(reply) => &reply.to_cached(),
+                None => value,
+            };
             self.cache_store(key, value, Duration::from_secs(ttl)).await;
         }
         Ok(ran.execution)
@@ -323,6 +359,9 @@ impl Engine {
     /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
+        if let ToolKind::Mcp { server, tool: name, .. } = &tool.kind {
+            return self.run_upstream(call, server, name).await;
+        }
         let in_pod = pod::spec_of(call).is_some();
         if in_pod && self.pods.is_none() {
             return Err(ExecError::PodRuntime {
@@ -348,12 +387,49 @@ impl Engine {
                 self.run_fn(call, path, python.as_deref(), &prepared)
                     .await?
             }
+            ToolKind::Mcp { .. } => unreachable!("upstream tools returned above"),
         };
         let outcome = self.transform(call, outcome, &prepared).await?;
         Ok(Ran {
             execution: Execution {
                 outcome,
+                upstream: None,
                 write_back,
+                cached: false,
+            },
+        })
+    }
+
+    /// An upstream MCP server's tool: `tools/call` with the validated params, within the
+    /// tool's timeout (else the deployment's default, never above its maximum).
+    async fn run_upstream(
+        &self,
+        call: &Call<'_>,
+        server: &str,
+        name: &str,
+    ) -> Result<Ran, ExecError> {
+        let tool = call.tool.key.clone();
+        let timeout = self.timeout(call.tool).map_err(|source| ExecError::Limits {
+            tool: tool.clone(),
+            source,
+        })?;
+        let Some(upstreams) = &self.upstreams else {
+            return Err(ExecError::Upstream {
+                tool,
+                source: crate::upstream::UpstreamError::Unknown {
+                    server: server.into(),
+                },
+            });
+        };
+        let reply = upstreams
+            .call(server, name, call.params.clone(), timeout)
+            .await
+            .map_err(|source| ExecError::Upstream { tool, source })?;
+        Ok(Ran {
+            execution: Execution {
+                outcome: reply.outcome(),
+                upstream: Some(reply),
+                write_back: None,
                 cached: false,
             },
         })

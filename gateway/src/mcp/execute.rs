@@ -97,11 +97,15 @@ pub async fn execute(
         executed.label()
     ))
     .await;
-    render(&args.key, executed)
+    render(&args.key, executed, shared.response_max_size)
 }
 
 /// MCC's texts for each way a call ends.
-fn render(key: &str, executed: Executed<rmcp::model::InputRequiredResult>) -> CallToolResponse {
+fn render(
+    key: &str,
+    executed: Executed<rmcp::model::InputRequiredResult>,
+    limit: usize,
+) -> CallToolResponse {
     match executed {
         Executed::Unknown => notice(text::unknown_tool(key)),
         Executed::Unauthorized => notice(text::UNAUTHORIZED),
@@ -114,14 +118,32 @@ fn render(key: &str, executed: Executed<rmcp::model::InputRequiredResult>) -> Ca
         Executed::Session(f) => failure(f.message),
         Executed::NotRun(e) => failure(format!("Error calling tool 'execute': {e}")),
         Executed::BadOutput(e) => failure(text::bad_output(key, &e)),
-        Executed::Ran(ran) => shape(ran).into(),
+        Executed::Ran(ran) => shape(ran, limit).into(),
+    }
+}
+
+/// The reply of an upstream MCP server's tool as the upstream sent it (content blocks,
+/// structured content, `isError`) when it fits the response limit; else its text, cut.
+fn shape_upstream(ran: Ran, limit: usize) -> CallToolResult {
+    let reply = ran.upstream.as_ref().expect("an upstream reply");
+    if let Some(result) = reply.to_mcp(limit) {
+        return result;
+    }
+    let text = ran.text.unwrap_or_default();
+    if reply.is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
     }
 }
 
 /// The tool result as the client sees it: a string as is, `null` as no content, an
 /// object as compact JSON text plus structured content, anything else (lists, numbers,
 /// the failure triple) as compact JSON text; cut at the response limit.
-fn shape(ran: Ran) -> CallToolResult {
+fn shape(ran: Ran, limit: usize) -> CallToolResult {
+    if ran.upstream.is_some() {
+        return shape_upstream(ran, limit);
+    }
     let Some(text) = ran.text else {
         return CallToolResult::success(vec![]);
     };
@@ -147,7 +169,7 @@ mod tests {
     }
 
     fn shaped(outcome: Outcome, limit: usize) -> CallToolResult {
-        shape(pipeline::shape(outcome, false, limit))
+        shape(pipeline::shape(outcome, false, limit), limit)
     }
 
     #[test]

@@ -138,6 +138,11 @@ pub struct ExecuteResult {
     pub truncated: bool,
     /// The result came from the tool's result cache (`cache_ttl`).
     pub cached: bool,
+    /// An upstream MCP server's tool: the content blocks it returned (text, images,
+    /// resources), as MCP's JSON; absent when `truncated`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub content: Option<Vec<Value>>,
 }
 
 impl From<Ran> for ExecuteResult {
@@ -149,6 +154,10 @@ impl From<Ran> for ExecuteResult {
                 ("failure", None, Some(stdout), Some(stderr))
             }
         };
+        let content = ran
+            .upstream
+            .filter(|_| !ran.truncated)
+            .map(|reply| reply.content);
         if ran.truncated {
             result = ran.text.map(Value::String);
             stdout = None;
@@ -162,6 +171,7 @@ impl From<Ran> for ExecuteResult {
             stderr,
             truncated: ran.truncated,
             cached: ran.cached,
+            content,
         }
     }
 }

@@ -41,12 +41,13 @@ use crate::convert::catalog_tool;
 use crate::policy::{PodScope, Policy};
 use crate::status::CATALOG_NOT_PUBLISHED;
 
-/// `exec`, `curl` or `fn`.
+/// `exec`, `curl`, `fn` or `mcp` (an upstream MCP server's tool).
 pub fn kind_name(t: &CatalogTool) -> &'static str {
     match t.tool.kind {
         mcc_catalog::ToolKind::Exec { .. } => "exec",
         mcc_catalog::ToolKind::Curl { .. } => "curl",
         mcc_catalog::ToolKind::Fn { .. } => "fn",
+        mcc_catalog::ToolKind::Mcp { .. } => "mcp",
     }
 }
 

@@ -1,0 +1,170 @@
+//! Tests of [`super`]: the `mcp_servers:` entry, and an upstream listing into tools.
+
+use super::*;
+use serde_json::json;
+
+fn spec(extra: Value) -> UpstreamSpec {
+    let mut raw = json!({"name": "up", "url": "http://127.0.0.1:1/mcp"});
+    raw.as_object_mut()
+        .unwrap()
+        .extend(extra.as_object().unwrap().clone());
+    parse_server(&raw, &["team".into()], "f.yaml: mcp_servers[0] 'up'").unwrap()
+}
+
+fn listed(name: &str, schema: Value) -> Discovered {
+    Discovered {
+        name: name.into(),
+        description: Some(format!("Tool {name}.")),
+        input_schema: schema,
+        ..Default::default()
+    }
+}
+
+fn object() -> Value {
+    json!({"type": "object", "properties": {}})
+}
+
+#[test]
+fn entries_take_file_groups_first_and_refuse_unknown_keys() {
+    let s = spec(json!({"groups": ["public", "team"], "x-note": 1}));
+    assert_eq!(s.groups, ["team", "public"]);
+    assert_eq!(s.max_concurrency, DEFAULT_CONCURRENCY);
+    let e = parse_server(
+        &json!({"name": "up", "url": "http://h/mcp", "exlude": ["a"]}),
+        &[],
+        "s",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "exlude");
+    assert!(e.message.contains("unknown field `exlude`"), "{e:?}");
+    let e = parse_server(&json!({"name": "Up", "url": "http://h"}), &[], "s").unwrap_err();
+    assert_eq!(e.field, "name");
+    let e = parse_server(&json!({"name": "up", "url": "file:///etc"}), &[], "s").unwrap_err();
+    assert_eq!(e.field, "url");
+    let e = parse_server(
+        &json!({"name": "up", "url": "http://h", "timeout": "soon"}),
+        &[],
+        "s",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "timeout");
+}
+
+#[test]
+fn header_values_are_never_echoed_or_shown() {
+    let e = parse_server(
+        &json!({"name": "up", "url": "http://h", "headers": {"Authorization": "Bearer s3cret\r\nX: y"}}),
+        &[],
+        "s",
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "headers.Authorization");
+    assert!(!e.message.contains("s3cret"), "{e:?}");
+    let s = spec(json!({"headers": {"Authorization": "Bearer s3cret"}}));
+    let shown = format!("{s:?}");
+    assert!(shown.contains("Authorization") && !shown.contains("s3cret"), "{shown}");
+}
+
+#[test]
+fn listings_become_keyed_tools_with_params_from_the_schema() {
+    let s = spec(json!({"groups": ["public"], "prefix": "ev_", "timeout": 5}));
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "description": "First"},
+            "tags": {"type": "array"},
+            "mode": {"enum": ["x", "y"], "default": "x"}
+        },
+        "required": ["a"]
+    });
+    let mut d = listed("get-sum", schema.clone());
+    d.output_schema = Some(json!({"type": "object", "properties": {"n": {"type": "number"}}}));
+    d.annotations.read_only_hint = Some(true);
+    let out = convert(&s, &[d]);
+    assert!(out.refused.is_empty(), "{:?}", out.refused);
+    let t = &out.tools[0];
+    assert_eq!(t.key, "public.team.ev_get-sum");
+    assert_eq!(t.groups, ["team", "public"]);
+    assert_eq!(
+        t.kind,
+        ToolKind::Mcp {
+            server: "up".into(),
+            tool: "get-sum".into(),
+            input_schema: schema
+        }
+    );
+    let params: Vec<(&str, ParamType, bool)> = t
+        .params
+        .iter()
+        .map(|p| (p.name.as_str(), p.ty, p.required))
+        .collect();
+    assert_eq!(
+        params,
+        [
+            ("a", ParamType::Float, true),
+            ("tags", ParamType::List, false),
+            ("mode", ParamType::Dict, false)
+        ]
+    );
+    assert_eq!(t.params[0].description, "First");
+    assert_eq!(t.params[2].default, Some(json!("x")));
+    assert_eq!(t.limits.timeout, Some(5.0));
+    assert_eq!(t.annotations.read_only_hint, Some(true));
+    assert_eq!(t.signature_return_type(), "dict");
+    assert_eq!(t.source, "f.yaml: mcp_servers[0] 'up': tool 'get-sum'");
+}
+
+#[test]
+fn filters_normalization_and_refusals_say_why() {
+    let s = spec(json!({"include": ["get-*", "a.*", "x y", "bad*", "dup*"], "exclude": ["get-secret"]}));
+    let out = convert(
+        &s,
+        &[
+            listed("get-env", object()),
+            listed("get-secret", object()),
+            listed("echo", object()),
+            listed("a.b", object()),
+            listed("x y", object()),
+            listed("bad", json!({"type": "array"})),
+            listed("bad2", json!({"type": "object", "properties": {"n": {"type": "integr"}}})),
+            listed("dup.x", object()),
+            listed("dup_x", object()),
+        ],
+    );
+    let names: Vec<&str> = out.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["get-env", "a_b", "x_y", "dup_x"]);
+    assert_eq!(out.filtered, 2, "echo (not included) and get-secret (excluded)");
+    let reasons: Vec<(&str, &str)> = out
+        .refused
+        .iter()
+        .map(|r| (r.name.as_str(), r.reason.as_str()))
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].1.contains("root is not \"type\": \"object\""), "{reasons:?}");
+    assert!(reasons[1].1.contains("not a valid JSON Schema"), "{reasons:?}");
+    assert_eq!(
+        reasons[2],
+        (
+            "dup_x",
+            "its name normalizes to 'dup_x', which upstream tool 'dup.x' already has"
+        )
+    );
+}
+
+#[test]
+fn arguments_are_checked_against_the_upstream_schema() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+        "additionalProperties": false
+    });
+    let ok = json!({"a": 1, "b": 2.5});
+    assert_eq!(validate_arguments(&schema, ok.as_object().unwrap()), Ok(()));
+    let bad = json!({"a": "secret-text", "c": 1});
+    let problems = validate_arguments(&schema, bad.as_object().unwrap()).unwrap_err();
+    assert!(problems.contains(&(String::new(), "\"b\" is a required property".into())));
+    assert!(problems.contains(&("/a".into(), "value is not of type \"number\"".into())));
+    let text = format!("{problems:?}");
+    assert!(!text.contains("secret-text"), "values are masked: {text}");
+}

@@ -1,0 +1,176 @@
+//! One connection to an upstream MCP server (rmcp's streamable HTTP client), and the
+//! bounded `tools/list` over it. What a connection carries — the static headers, the
+//! custom CA, the response bounds — is decided here and nowhere else.
+//!
+//! The protocol generation is the upstream's: rmcp's `Auto` lifecycle asks
+//! `server/discover` (2026-07-28) and falls back to the legacy `initialize` handshake.
+//! A legacy session keeps a standing stream, on which `notifications/tools/list_changed`
+//! wakes discovery ([`Handler`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcc_catalog::annotations::Annotations;
+use mcc_catalog::upstream::{Discovered, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// The largest response (JSON body or SSE event) taken from an upstream.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// How long connecting (handshake included) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The client side of a session: what the gateway tells an upstream about itself, and
+/// what it does with the upstream's notifications.
+#[derive(Clone)]
+pub struct Handler {
+    /// Woken by `notifications/tools/list_changed`: discovery runs again.
+    pub list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("mcc-gateway", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
+        self.list_changed.notify_one();
+    }
+}
+
+/// A connected upstream.
+pub type Session = RunningService<RoleClient, Handler>;
+
+/// Why an upstream could not be reached or read. The text never holds a header value;
+/// rmcp's and reqwest's texts may name the URL, so the full error is logged and callers
+/// get [`ConnectError::public`].
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("ca_file {path}: {reason}")]
+    Ca { path: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Client(String),
+    #[error("the connection failed: {0}")]
+    Connect(String),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("tools/list failed: {0}")]
+    List(String),
+    #[error("the upstream lists more than {max} tools")]
+    TooManyTools { max: usize },
+    #[error("the upstream's tools/list has more than {max} pages")]
+    TooManyPages { max: usize },
+}
+
+impl ConnectError {
+    /// What a caller and the status may see: the kind of failure, no URL or body text.
+    pub fn public(&self) -> String {
+        match self {
+            ConnectError::Ca { .. } => "its ca_file cannot be used".into(),
+            ConnectError::Client(_) => "its HTTP client cannot be built".into(),
+            ConnectError::Connect(_) => "the connection failed".into(),
+            ConnectError::List(_) => "tools/list failed".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Connects to `spec`'s upstream: static headers marked sensitive (never logged by the
+/// HTTP stack), the system roots plus `ca_file`, responses bounded.
+pub async fn connect(spec: &UpstreamSpec, list_changed: Arc<Notify>) -> Result<Session, ConnectError> {
+    crate::tls::install_crypto_provider();
+    let mut headers = reqwest::header::HeaderMap::new();
+    for (name, value) in &spec.headers {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|e| ConnectError::Client(format!("header name: {e}")))?;
+        let mut value = reqwest::header::HeaderValue::from_str(value)
+            .map_err(|_| ConnectError::Client(format!("header {name}: not a valid value")))?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+    }
+    let mut builder = reqwest::Client::builder()
+        .default_headers(headers)
+        .connect_timeout(CONNECT_TIMEOUT)
+        // An upstream cannot send us elsewhere (its credentials would follow).
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(path) = &spec.ca_file {
+        let ca = |reason: String| ConnectError::Ca {
+            path: path.display().to_string(),
+            reason,
+        };
+        let pem = std::fs::read(path).map_err(|e| ca(e.to_string()))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
+        builder = builder.tls_certs_merge(certs);
+    }
+    let client = builder
+        .build()
+        .map_err(|e| ConnectError::Client(e.to_string()))?;
+    let config = StreamableHttpClientTransportConfig::with_uri(spec.url.clone())
+        .max_json_response_size(MAX_RESPONSE_BYTES)
+        .max_sse_event_size(MAX_RESPONSE_BYTES)
+        .max_concurrent_requests(spec.max_concurrency);
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let handler = Handler { list_changed };
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: None,
+    };
+    tokio::time::timeout(CONNECT_TIMEOUT, handler.serve_with_lifecycle(transport, lifecycle))
+        .await
+        .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
+        .map_err(|e| ConnectError::Connect(e.to_string()))
+}
+
+/// Lists every tool of the upstream, page by page, within `MAX_PAGES` pages and
+/// `MAX_TOOLS` tools (more is an error: a partial listing would silently drop tools).
+/// The caller bounds the time.
+pub async fn list_tools(session: &Session) -> Result<Vec<Discovered>, ConnectError> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+        let page = session
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| ConnectError::List(e.to_string()))?;
+        if out.len() + page.tools.len() > MAX_TOOLS {
+            return Err(ConnectError::TooManyTools { max: MAX_TOOLS });
+        }
+        out.extend(page.tools.into_iter().map(discovered));
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+            _ => return Ok(out),
+        }
+    }
+    Err(ConnectError::TooManyPages { max: MAX_PAGES })
+}
+
+/// rmcp's tool as the catalog's plain [`Discovered`].
+fn discovered(t: rmcp::model::Tool) -> Discovered {
+    let hints = t.annotations.unwrap_or_default();
+    Discovered {
+        name: t.name.to_string(),
+        description: t.description.map(|d| d.to_string()),
+        input_schema: Value::Object((*t.input_schema).clone()),
+        output_schema: t.output_schema.map(|s| Value::Object((*s).clone())),
+        annotations: Annotations {
+            title: t.title.or(hints.title),
+            read_only_hint: hints.read_only_hint,
+            destructive_hint: hints.destructive_hint,
+            idempotent_hint: hints.idempotent_hint,
+            open_world_hint: hints.open_world_hint,
+        },
+    }
+}

@@ -1,0 +1,424 @@
+//! Upstream MCP servers in file mode: each declared upstream (`mcp_servers:`, parsed by
+//! [`mcc_catalog::upstream`]) is discovered by its own task, and its tools are served
+//! beside the files' tools. Owns the upstreams' state and their calls; the conversion
+//! rule is the catalog crate's, the catalog swap is [`crate::catalog::live`]'s.
+//!
+//! - [`connect`]: one rmcp client session per upstream, the bounded `tools/list`;
+//! - [`reply`]: a `tools/call` result, verbatim;
+//! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
+//!
+//! Guarantees: discovery runs on the upstream's own schedule (`refresh`), again at once on
+//! `notifications/tools/list_changed`, and retries a failed upstream with backoff; an
+//! upstream that fails keeps its last good tools, marked unavailable (a call fails fast
+//! with a clear error, no wait for a timeout), and never delays another upstream or the
+//! files. A call takes a slot of the upstream's `max_concurrency`, and is bounded by the
+//! tool's timeout; dropping it (a cancelled `execute`) cancels the upstream request
+//! (`notifications/cancelled`).
+
+pub mod connect;
+pub mod merge;
+pub mod reply;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use mcc_catalog::Tool;
+use mcc_catalog::upstream::{self, UpstreamSpec};
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio_util::sync::CancellationToken;
+
+use connect::{ConnectError, Session};
+pub use reply::UpstreamReply;
+
+/// How long one discovery (connect and every page) may take.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first retry of a failed upstream; doubled up to its `refresh`.
+const RETRY_MIN: Duration = Duration::from_secs(1);
+
+/// Why an upstream call did not return the upstream's result. Texts name the upstream
+/// and what happened; never a URL, a header or the upstream's transport error text.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("upstream '{server}' is not configured on this gateway")]
+    Unknown { server: String },
+    #[error("upstream '{server}' is unavailable ({reason})")]
+    Unavailable { server: String, reason: String },
+    #[error("upstream '{server}' did not answer within {seconds} s")]
+    Timeout { server: String, seconds: f64 },
+    #[error("upstream '{server}' refused the call: {message}")]
+    Refused { server: String, message: String },
+    #[error("upstream '{server}' asked for input; relaying upstream questions is not supported")]
+    InputRequired { server: String },
+}
+
+/// What `/readyz` shows of an upstream (no URL: it may carry a token).
+#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
+pub struct UpstreamStatus {
+    pub name: String,
+    pub available: bool,
+    pub tools: usize,
+    pub refused_tools: usize,
+    pub filtered_tools: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+/// Every upstream of the gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Upstreams {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.servers().iter().map(|s| s.spec.name.clone()).collect();
+        f.debug_struct("Upstreams").field("servers", &names).finish()
+    }
+}
+
+struct Inner {
+    servers: RwLock<BTreeMap<String, Arc<Server>>>,
+    /// Bumped whenever some upstream's tool set changed (the catalog re-merges).
+    changed: watch::Sender<u64>,
+    handle: tokio::runtime::Handle,
+    stop: CancellationToken,
+    /// The timeout of a call whose upstream declares none.
+    default_timeout: Option<Duration>,
+}
+
+struct Server {
+    spec: UpstreamSpec,
+    state: Mutex<State>,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    permits: Semaphore,
+    /// Discovery now: list_changed, or a call found the connection gone.
+    wake: Arc<Notify>,
+    /// `true` once the first discovery ended (either way).
+    attempted: watch::Sender<bool>,
+    stop: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    tools: Vec<Tool>,
+    refused: usize,
+    filtered: usize,
+    available: bool,
+    last_error: Option<String>,
+}
+
+impl Upstreams {
+    /// An empty set; upstreams come with [`Upstreams::set_specs`]. Must be called on the
+    /// runtime the discovery tasks will run on.
+    pub fn new(stop: CancellationToken, default_timeout: Option<Duration>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                servers: RwLock::new(BTreeMap::new()),
+                changed: watch::channel(0).0,
+                handle: tokio::runtime::Handle::current(),
+                stop,
+                default_timeout,
+            }),
+        }
+    }
+
+    /// Installs the declared upstreams: an unchanged declaration keeps its state and
+    /// session, a new or changed one starts discovering, a removed one stops. Callable
+    /// from any thread.
+    pub fn set_specs(&self, specs: Vec<UpstreamSpec>) {
+        let mut servers = self.inner.servers.write().expect("upstreams lock");
+        let mut next = BTreeMap::new();
+        for spec in specs {
+            match servers.remove(&spec.name) {
+                Some(old) if old.spec == spec => {
+                    next.insert(spec.name.clone(), old);
+                }
+                old => {
+                    if let Some(old) = old {
+                        old.stop.cancel();
+                    }
+                    let server = Arc::new(Server {
+                        permits: Semaphore::new(spec.max_concurrency),
+                        state: Mutex::new(State::default()),
+                        session: tokio::sync::Mutex::new(None),
+                        wake: Arc::new(Notify::new()),
+                        attempted: watch::channel(false).0,
+                        stop: self.inner.stop.child_token(),
+                        spec,
+                    });
+                    self.inner
+                        .handle
+                        .spawn(discover_loop(server.clone(), self.inner.clone()));
+                    next.insert(server.spec.name.clone(), server);
+                }
+            }
+        }
+        for removed in servers.values() {
+            removed.stop.cancel();
+        }
+        let removed = !servers.is_empty();
+        *servers = next;
+        drop(servers);
+        if removed {
+            self.inner.changed.send_modify(|g| *g += 1);
+        }
+    }
+
+    /// Waits (at most `limit`) until every upstream's first discovery has ended.
+    pub async fn first_discovery(&self, limit: Duration) {
+        let waits: Vec<watch::Receiver<bool>> = self
+            .servers()
+            .iter()
+            .map(|s| s.attempted.subscribe())
+            .collect();
+        let all = async {
+            for mut w in waits {
+                let _ = w.wait_for(|done| *done).await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, all).await;
+    }
+
+    /// Changes to some upstream's tools (the value is a generation).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// Every upstream's last good tools, in upstream name order.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.servers()
+            .iter()
+            .flat_map(|s| s.state.lock().expect("upstream state").tools.clone())
+            .collect()
+    }
+
+    pub fn status(&self) -> Vec<UpstreamStatus> {
+        self.servers()
+            .iter()
+            .map(|s| {
+                let st = s.state.lock().expect("upstream state");
+                UpstreamStatus {
+                    name: s.spec.name.clone(),
+                    available: st.available,
+                    tools: st.tools.len(),
+                    refused_tools: st.refused,
+                    filtered_tools: st.filtered,
+                    last_error: st.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn servers(&self) -> Vec<Arc<Server>> {
+        self.inner
+            .servers
+            .read()
+            .expect("upstreams lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Proxies `tools/call` of `tool` on upstream `server` with `arguments` (already
+    /// checked against the tool's input schema). `timeout`: the call's bound (the tool's,
+    /// else the gateway's default). Dropping the future cancels the upstream request.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Option<Duration>,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let Some(up) = self
+            .inner
+            .servers
+            .read()
+            .expect("upstreams lock")
+            .get(server)
+            .cloned()
+        else {
+            return Err(UpstreamError::Unknown {
+                server: server.into(),
+            });
+        };
+        let timeout = timeout.or(self.inner.default_timeout);
+        let seconds = timeout.map_or(0.0, |t| t.as_secs_f64());
+        let work = up.call(tool, arguments);
+        match timeout {
+            Some(t) => tokio::time::timeout(t, work)
+                .await
+                .unwrap_or(Err(UpstreamError::Timeout {
+                    server: server.into(),
+                    seconds,
+                })),
+            None => work.await,
+        }
+    }
+}
+
+impl Server {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn unavailable(&self) -> Option<String> {
+        let st = self.state.lock().expect("upstream state");
+        (!st.available).then(|| {
+            st.last_error
+                .clone()
+                .unwrap_or_else(|| "not discovered yet".into())
+        })
+    }
+
+    async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        if let Some(reason) = self.unavailable() {
+            return Err(UpstreamError::Unavailable {
+                server: self.name().into(),
+                reason,
+            });
+        }
+        let _permit = self.permits.acquire().await.map_err(|_| UpstreamError::Unavailable {
+            server: self.name().into(),
+            reason: "it is being removed".into(),
+        })?;
+        let session = self.session().await.map_err(|e| self.lost(&e))?;
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        match session.call_tool_once(params).await {
+            Ok(CallToolResponse::Complete(result)) => Ok(UpstreamReply::from_result(result)),
+            Ok(_) => Err(UpstreamError::InputRequired {
+                server: self.name().into(),
+            }),
+            Err(rmcp::ServiceError::McpError(e)) => Err(UpstreamError::Refused {
+                server: self.name().into(),
+                message: e.message.chars().take(1024).collect(),
+            }),
+            Err(e) => {
+                // The session is gone (or broken): drop it, mark the upstream down, and
+                // let discovery reconnect.
+                *self.session.lock().await = None;
+                Err(self.lost(&ConnectError::Connect(e.to_string())))
+            }
+        }
+    }
+
+    /// Records a lost connection (logged in full, shown as its kind) and wakes discovery.
+    fn lost(&self, e: &ConnectError) -> UpstreamError {
+        tracing::warn!(upstream = self.name(), error = %e, "upstream call failed; marking it unavailable");
+        let reason = e.public();
+        {
+            let mut st = self.state.lock().expect("upstream state");
+            st.available = false;
+            st.last_error = Some(reason.clone());
+        }
+        self.wake.notify_one();
+        UpstreamError::Unavailable {
+            server: self.name().into(),
+            reason,
+        }
+    }
+
+    /// The session, connected on first use (and after a loss).
+    async fn session(&self) -> Result<Arc<Session>, ConnectError> {
+        let mut slot = self.session.lock().await;
+        if let Some(s) = slot.as_ref()
+            && !s.is_transport_closed()
+        {
+            return Ok(s.clone());
+        }
+        let session = Arc::new(connect::connect(&self.spec, self.wake.clone()).await?);
+        *slot = Some(session.clone());
+        Ok(session)
+    }
+
+    /// One discovery: connect if needed, list, convert. Returns whether the tool set
+    /// changed.
+    async fn discover(&self) -> Result<bool, ConnectError> {
+        let listed = tokio::time::timeout(DISCOVERY_TIMEOUT, async {
+            let session = self.session().await?;
+            connect::list_tools(&session).await
+        })
+        .await
+        .map_err(|_| ConnectError::Timeout(DISCOVERY_TIMEOUT))?;
+        let listed = match listed {
+            Ok(l) => l,
+            Err(e) => {
+                *self.session.lock().await = None;
+                return Err(e);
+            }
+        };
+        let converted = upstream::convert(&self.spec, &listed);
+        for refused in &converted.refused {
+            tracing::warn!(
+                upstream = self.name(),
+                tool = %refused.name,
+                reason = %refused.reason,
+                "upstream tool not served"
+            );
+        }
+        let mut st = self.state.lock().expect("upstream state");
+        let changed = st.tools != converted.tools || !st.available;
+        st.tools = converted.tools;
+        st.refused = converted.refused.len();
+        st.filtered = converted.filtered;
+        st.available = true;
+        st.last_error = None;
+        tracing::info!(
+            upstream = self.name(),
+            tools = st.tools.len(),
+            refused = st.refused,
+            filtered = st.filtered,
+            "upstream discovered"
+        );
+        Ok(changed)
+    }
+}
+
+/// One upstream's discovery task: now, then every `refresh`, at once on a wake, with
+/// backoff while it fails; ends when the upstream is removed or the gateway stops.
+async fn discover_loop(server: Arc<Server>, inner: Arc<Inner>) {
+    let refresh = Duration::from_secs(server.spec.refresh);
+    let mut retry = RETRY_MIN;
+    loop {
+        let wait = match server.discover().await {
+            Ok(changed) => {
+                retry = RETRY_MIN;
+                if changed {
+                    inner.changed.send_modify(|g| *g += 1);
+                }
+                refresh
+            }
+            Err(e) => {
+                tracing::warn!(upstream = server.name(), error = %e, "upstream discovery failed; keeping its last good tools");
+                let was_available = {
+                    let mut st = server.state.lock().expect("upstream state");
+                    let was = st.available;
+                    st.available = false;
+                    st.last_error = Some(e.public());
+                    was
+                };
+                if was_available {
+                    inner.changed.send_modify(|g| *g += 1);
+                }
+                let wait = retry;
+                retry = (retry * 2).min(refresh);
+                wait
+            }
+        };
+        server.attempted.send_replace(true);
+        tokio::select! {
+            () = server.stop.cancelled() => break,
+            () = tokio::time::sleep(wait) => {}
+            () = server.wake.notified() => {}
+        }
+    }
+    if let Some(session) = server.session.lock().await.take() {
+        session.cancellation_token().cancel();
+    }
+}

@@ -1,0 +1,108 @@
+//! A real upstream MCP server for the upstream tests and the overhead bench: the
+//! reference `@modelcontextprotocol/server-everything` from npm, pinned, installed once
+//! under `~/.cache/mcc-upstream` and run in its streamable HTTP mode on a free port.
+//!
+//! If npm cannot install it (no registry here), [`Everything::start`] returns `None` and
+//! says so loudly on stderr; everything else that fails is a test failure.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The version the tests were written against.
+pub const VERSION: &str = "2026.8.31";
+
+/// A running server-everything; killed on drop.
+pub struct Everything {
+    pub port: u16,
+    child: tokio::process::Child,
+}
+
+fn cache_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
+    home.join(".cache").join("mcc-upstream")
+}
+
+fn entry_point() -> PathBuf {
+    cache_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+fn installed_version() -> Option<String> {
+    let manifest = cache_dir().join("node_modules/@modelcontextprotocol/server-everything/package.json");
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v["version"].as_str()?.to_string())
+}
+
+/// Installs the pinned package unless it is there; `false` when npm could not.
+fn ensure_installed() -> bool {
+    if installed_version().as_deref() == Some(VERSION) && entry_point().exists() {
+        return true;
+    }
+    let dir = cache_dir();
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = std::process::Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir)
+        .arg(format!("@modelcontextprotocol/server-everything@{VERSION}"))
+        .status();
+    match status {
+        Ok(s) if s.success() => entry_point().exists(),
+        other => {
+            eprintln!(
+                "SKIPPED: cannot install @modelcontextprotocol/server-everything@{VERSION} with npm ({other:?}); the upstream tests did not run"
+            );
+            false
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Everything {
+    /// Starts the server on a free port and waits until it accepts connections.
+    pub async fn start() -> Option<Self> {
+        if !tokio::task::spawn_blocking(ensure_installed).await.unwrap() {
+            return None;
+        }
+        Some(Self::start_on(free_port()).await)
+    }
+
+    /// Starts (again) on `port`.
+    pub async fn start_on(port: u16) -> Self {
+        let child = tokio::process::Command::new("node")
+            .arg(entry_point())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs");
+        let started = Instant::now();
+        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "server-everything did not listen on {port}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Self { port, child }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// Stops the server and waits for it to exit.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
