@@ -103,6 +103,27 @@ impl LeaderElector {
         }
     }
 
+    /// Hands the Lease back when this replica stops (SIGTERM): a Lease it still holds is
+    /// written with no holder, so a follower takes it at its next try instead of waiting
+    /// out the lease duration. `Ok(false)` when it was not (or no longer) this replica's.
+    pub async fn release(&self) -> Result<bool> {
+        let Some(mut lease) = self.api.get_opt(&self.name).await.map_err(Error::Kube)? else {
+            return Ok(false);
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(false);
+        };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        conflict_is_false(
+            self.api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await,
+        )
+    }
+
     /// Renews the Lease until renewal has failed for a whole lease duration; returns then.
     pub async fn hold(&self) {
         let mut last_ok = tokio::time::Instant::now();
@@ -242,6 +263,61 @@ mod tests {
             assert_eq!(seen.body["metadata"]["resourceVersion"], "7");
             assert_eq!(seen.body["spec"]["holderIdentity"], "pod-b");
             assert_eq!(seen.body["spec"]["leaseTransitions"], 3);
+        };
+        let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
+        assert!(won.unwrap());
+    }
+
+    #[tokio::test]
+    async fn release_frees_the_lease_only_when_held() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-a");
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-a", "2026-11-30T11:59:55.000000Z"),
+            )
+            .await;
+            let seen = api.expect_echo("PUT", LEASE).await;
+            assert_eq!(seen.body["metadata"]["resourceVersion"], "7");
+            assert!(
+                seen.body["spec"].get("holderIdentity").is_none(),
+                "{}",
+                seen.body
+            );
+        };
+        let (released, ()) = tokio::join!(e.release(), server);
+        assert!(released.unwrap());
+        // Another replica's Lease is left alone.
+        let server = async {
+            api.expect(
+                "GET",
+                LEASE,
+                200,
+                lease("pod-b", "2026-11-30T11:59:55.000000Z"),
+            )
+            .await;
+            api.expect_nothing().await;
+        };
+        let (released, ()) = tokio::join!(e.release(), server);
+        assert!(!released.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_taken_at_once() {
+        let (client, mut api) = ApiServerVerifier::new();
+        let e = elector(client, "pod-b");
+        let server = async {
+            let mut free = lease("pod-a", "2026-11-30T11:59:59.000000Z");
+            free["spec"]
+                .as_object_mut()
+                .unwrap()
+                .remove("holderIdentity");
+            api.expect("GET", LEASE, 200, free).await;
+            let seen = api.expect_echo("PUT", LEASE).await;
+            assert_eq!(seen.body["spec"]["holderIdentity"], "pod-b");
         };
         let (won, ()) = tokio::join!(e.try_acquire_or_renew(now()), server);
         assert!(won.unwrap());

@@ -170,7 +170,17 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         lease_duration,
     );
     tracing::info!(%identity, lease = %args.lease, "waiting for leadership");
-    elector.acquire().await;
+    // SIGTERM too: in a container the operator is PID 1, and PID 1 has no default action
+    // for it, so without a handler a deleted Pod lingers its whole grace period.
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = &mut stop => {
+            tracing::info!("stopping while following");
+            return Ok(());
+        }
+    }
     tracing::info!(%identity, "leading: starting controllers");
     let lease_lost =
         leader::hold_on_own_thread(config, &namespace, &args.lease, &identity, lease_duration)
@@ -188,10 +198,30 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     tokio::select! {
         r = runner::run(client, metrics, settings) => r.context("the controllers stopped"),
         _ = lease_lost => anyhow::bail!("lost the leader Lease; exiting so a new leader takes over"),
-        _ = tokio::signal::ctrl_c() => {
-            tracing::info!("interrupted; stopping");
+        () = &mut stop => {
+            // A follower takes over at its next try, not a lease duration later.
+            match elector.release().await {
+                Ok(released) => tracing::info!(released, "stopping; the leader Lease is handed back"),
+                Err(e) => tracing::warn!(error = %e, "stopping; handing the leader Lease back failed"),
+            }
             Ok(())
         }
+    }
+}
+
+/// Resolves on SIGTERM (how Kubernetes stops a Pod) or SIGINT.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot catch SIGTERM; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
 

@@ -130,3 +130,62 @@ fn a_bad_tenancy_setting_stops_startup_naming_the_flag() {
         assert!(stderr.contains(want), "{stderr}");
     }
 }
+
+/// `run` stops on SIGTERM, the signal Kubernetes stops a Pod with, and exits 0: in a
+/// container the operator is PID 1, which has no default action for SIGTERM, so a
+/// process that only handled SIGINT lingered its whole grace period holding the Lease.
+/// Here it waits for leadership against an API server that does not answer.
+#[test]
+fn run_exits_cleanly_on_sigterm_while_following() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n\
+         users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n\
+         current-context: c\n",
+    )
+    .unwrap();
+    let mut child = operator()
+        .arg("run")
+        .env("KUBECONFIG", &kubeconfig)
+        .env("MCC_OPERATOR_NAMESPACE", "mcc-system")
+        .env("MCC_METRICS_ADDR", "127.0.0.1:0")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    // Up to the point where it waits for the Lease.
+    let mut seen = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut buf = [0u8; 4096];
+    while !seen.contains("waiting for leadership") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never waited for leadership: {seen}"
+        );
+        let n = std::io::Read::read(&mut stderr, &mut buf).unwrap();
+        assert!(n > 0, "the operator exited: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        status.success(),
+        "{status:?} (killed by the signal, not stopped by it)"
+    );
+}
