@@ -414,6 +414,30 @@ impl Gateway {
         listener: TcpListener,
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
+        self.serve_until(listener, shutdown, None).await
+    }
+
+    /// [`Self::serve`] for a process stopped by a signal: when `stop` fires it stops
+    /// accepting and drains ([`crate::drain`]: open connections answered a little longer,
+    /// running calls finished, MCP calls included); then it cancels `shutdown`, the token
+    /// [`build`] was given (MCP sessions, watches), and returns.
+    pub async fn serve_draining(
+        self,
+        listener: TcpListener,
+        stop: CancellationToken,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()> {
+        self.serve_until(listener, stop, Some(shutdown)).await
+    }
+
+    async fn serve_until(
+        self,
+        listener: TcpListener,
+        stop: CancellationToken,
+        drain_then: Option<CancellationToken>,
+    ) -> std::io::Result<()> {
+        // What the watches and the sweeper stop on: the end of everything.
+        let shutdown = drain_then.clone().unwrap_or_else(|| stop.clone());
         let search = self.shared.search.clone();
         let rebuild_search: catalog::OnReload = Arc::new(move |catalog| {
             if let Err(e) = search.update(catalog.clone()) {
@@ -466,7 +490,12 @@ impl Gateway {
                 shutdown.clone(),
             ));
         }
-        let served = http::serve(listener, self.router, self.connections, shutdown).await;
+        let served = match drain_then {
+            Some(sessions) => {
+                http::serve_draining(listener, self.router, self.connections, stop, sessions).await
+            }
+            None => http::serve(listener, self.router, self.connections, stop).await,
+        };
         // Every request has ended: what they queued for the audit trail is written now.
         self.shared.audit.flush(AUDIT_FLUSH).await;
         served

@@ -348,6 +348,28 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_until(listener, router, limits, shutdown, None).await
+}
+
+/// [`serve`] for a stopping process: once `stop` fires, drains as [`crate::drain`] says,
+/// then cancels `sessions` (the MCP sessions' token) and closes what is left.
+pub async fn serve_draining(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    stop: CancellationToken,
+    sessions: CancellationToken,
+) -> std::io::Result<()> {
+    serve_until(listener, router, limits, stop, Some(sessions)).await
+}
+
+async fn serve_until(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    shutdown: CancellationToken,
+    drain_then: Option<CancellationToken>,
+) -> std::io::Result<()> {
     use hyper::server::conn::http1::Builder;
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::server::graceful::GracefulShutdown;
@@ -355,6 +377,14 @@ pub async fn serve(
     use tower::ServiceBuilder;
     use tower_http::timeout::RequestBodyTimeoutLayer;
 
+    let drain = crate::drain::Drain::default();
+    let router = match drain_then {
+        Some(_) => router.layer(middleware::from_fn_with_state(
+            drain.clone(),
+            crate::drain::track,
+        )),
+        None => router,
+    };
     let service = ServiceBuilder::new()
         .layer(RequestBodyTimeoutLayer::new(limits.body_read_timeout))
         .map_request(|r: http::Request<_>| r.map(axum::body::Body::new))
@@ -415,6 +445,15 @@ pub async fn serve(
         });
     }
     drop(listener);
+    if let Some(sessions) = drain_then {
+        drain.start();
+        tracing::info!(
+            in_flight = drain.in_flight(),
+            "stopping: answering open connections a little longer, waiting for running calls"
+        );
+        drain.settled().await;
+        sessions.cancel();
+    }
     graceful.shutdown().await;
     Ok(())
 }

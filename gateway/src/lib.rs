@@ -22,6 +22,7 @@ pub mod calls;
 pub mod catalog;
 pub mod check;
 pub mod config;
+pub mod drain;
 pub mod exec;
 pub mod http;
 pub mod jsonrpc_guard;

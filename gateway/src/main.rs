@@ -114,13 +114,15 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
                 "this auth checks no credential: only loopback clients are served (others get 403)"
             );
         }
-        let stop = shutdown.clone();
+        // SIGTERM stops accepting and drains; MCP sessions and watches end after that.
+        let stop = CancellationToken::new();
+        let stopping = stop.clone();
         tokio::spawn(async move {
             mcc_gateway::app::shutdown_signal().await;
             tracing::info!("shutting down");
-            stop.cancel();
+            stopping.cancel();
         });
-        gateway.serve(listener, shutdown).await?;
+        gateway.serve_draining(listener, stop, shutdown).await?;
         anyhow::Ok(())
     });
     // Spans still queued are sent while the runtime's workers still run.
