@@ -138,6 +138,25 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         assert!(text(&r).contains("did not answer within 1 s"), "{}", text(&r));
         client.cancel().await.unwrap();
     }
+    // Measured like any tool: by key and outcome.
+    let metrics = server.gateway_shared.metrics.render();
+    assert!(
+        metrics.contains("mcc_tool_calls_total{tool=\"public.ev_echo\",outcome=\"success\"} 2"),
+        "{metrics}"
+    );
+    // REST: the same call, the blocks as JSON.
+    let rest: Value = http_client()
+        .post(format!("{}/v1/tools/public.ev_get-tiny-image", server.base))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rest["outcome"], "success", "{rest}");
+    let blocks = rest["content"].as_array().unwrap_or_else(|| panic!("{rest}"));
+    assert!(blocks.iter().any(|b| b["type"] == "image"), "{rest}");
     let status: Value = http_client()
         .get(format!("{}/readyz", server.base))
         .send()
@@ -150,6 +169,10 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         !status.to_string().contains("127.0.0.1"),
         "no upstream URL in the unauthenticated status: {status}"
     );
+    let ups = status.pointer("/catalog/upstreams").unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(ups[0]["name"], "everything", "{status}");
+    assert_eq!(ups[0]["available"], true, "{status}");
+    assert_eq!(ups[0]["filtered_tools"].as_u64().unwrap() > 0, true, "{status}");
     server.stop().await;
     everything.stop().await;
 }

@@ -37,6 +37,10 @@ pub struct ReloadStatus {
     /// Kubernetes mode: the `mcc.dev/catalog-hash` of the document whose tools are served.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
+    /// File mode: each upstream MCP server's state (name, available, counts, the kind of
+    /// its last error; never its URL).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<crate::upstream::UpstreamStatus>,
 }
 
 /// Which part of the source an error is about; each is cleared by its own next success.
@@ -214,7 +218,11 @@ impl LiveCatalog {
     }
 
     pub fn status(&self) -> ReloadStatus {
-        self.state.read().expect("status lock").view()
+        let mut status = self.state.read().expect("status lock").view();
+        if let Some(upstreams) = self.upstreams.get() {
+            status.upstreams = upstreams.status();
+        }
+        status
     }
 
     /// Swaps in users and API keys now: the next request authenticates against them
