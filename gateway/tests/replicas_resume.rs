@@ -110,7 +110,11 @@ async fn first_event_id(http: &reqwest::Client, url: &str, sid: &str, call: &Val
         if let Some(line) = text.lines().find_map(|l| l.strip_prefix("id:")) {
             return line.trim().to_string();
         }
-        let chunk = resp.chunk().await.unwrap().expect("the stream has an event");
+        let chunk = resp
+            .chunk()
+            .await
+            .unwrap()
+            .expect("the stream has an event");
         text.push_str(&String::from_utf8_lossy(&chunk));
     }
 }
@@ -155,6 +159,22 @@ async fn a_stream_resumes_only_in_its_own_session() {
         assert!(replayed.contains("kept"), "{replayed}");
         assert!(replayed.contains("\"id\":7"), "{replayed}");
     }
+    // Resuming after the answer itself: the stream is over, and says so at once.
+    let replayed = resume(&http, &b.url, &sid, &last).await;
+    let answer_id = replayed
+        .split("\n\n")
+        .find(|event| event.contains("\"id\":7"))
+        .and_then(|event| event.lines().find_map(|l| l.strip_prefix("id:")))
+        .expect("the answer has an event id")
+        .trim()
+        .to_string();
+    let after = tokio::time::timeout(
+        Duration::from_secs(5),
+        resume(&http, &b.url, &sid, &answer_id),
+    )
+    .await
+    .expect("a resume after the answer ends at once");
+    assert!(!after.contains("data:"), "{after}");
     // An id that is not one of ours replays nothing (and is not an error).
     assert!(!resume(&http, &b.url, &sid, "3/17").await.contains("data:"));
 }

@@ -353,11 +353,18 @@ impl<C: Connection> Follower<C> {
         let bounds = self.store.inner.bounds;
         let deadline = tokio::time::Instant::now() + bounds.follow;
         let keys = self.store.keys(&self.stream);
+        // The first read includes the client's last event: when that was the call's
+        // answer, the stream is over and the resume ends at once.
+        let mut first = true;
         loop {
+            let from = match first {
+                true => self.cursor.clone(),
+                false => format!("({}", self.cursor),
+            };
             let read: redis::RedisResult<(Vec<Entry>, bool)> = redis::pipe()
                 .cmd("XRANGE")
                 .arg(&keys.events)
-                .arg(format!("({}", self.cursor))
+                .arg(from)
                 .arg("+")
                 .arg("COUNT")
                 .arg(64)
@@ -372,17 +379,27 @@ impl<C: Connection> Follower<C> {
                     return;
                 }
             };
-            let got = entries.len();
+            let mut got = entries.len();
             for (entry, fields) in entries {
-                self.cursor = entry.clone();
-                let Some(event) = decode(&self.stream, &entry, &fields) else {
+                let event = decode(&self.stream, &entry, &fields);
+                let ends = !self.standalone && event.as_ref().is_some_and(is_answer);
+                if std::mem::take(&mut first) && entry == self.cursor {
+                    // The client has this one already.
+                    got -= 1;
+                    if ends {
+                        return;
+                    }
+                    continue;
+                }
+                self.cursor = entry;
+                let Some(event) = event else {
                     continue;
                 };
-                let ends = !self.standalone && is_answer(&event);
                 if tx.send(event).await.is_err() || ends {
                     return;
                 }
             }
+            first = false;
             if got > 0 {
                 continue;
             }
