@@ -102,10 +102,16 @@ def check_gateway(dep, objs, problems, name):
         say(f"MCC_EXECUTION__EXECUTOR_SOCKET is {socket!r}, not an abstract @name")
     if ex.get("args", [])[-1:] != [socket]:
         say(f"the executor does not serve on {socket}")
+    # A stopping pod: both containers wait the same preStop delay (the executor must not
+    # stop before the gateway it serves), then running calls get the longest timeout.
+    delays = [((c.get("lifecycle") or {}).get("preStop") or {}).get("sleep", {}).get("seconds", 0)
+              for c in (gw, ex)]
+    if delays[0] != delays[1]:
+        say(f"the gateway and executor preStop delays differ ({delays})")
     try:
-        grace = int(value("MCC_EXECUTION__MAX_TIMEOUT_SECS")) + 5
+        grace = int(value("MCC_EXECUTION__MAX_TIMEOUT_SECS")) + delays[0] + 5
         if spec.get("terminationGracePeriodSeconds") != grace:
-            say(f"terminationGracePeriodSeconds is not max timeout + 5 ({grace})")
+            say(f"terminationGracePeriodSeconds is not preStop delay + max timeout + 5 ({grace})")
     except (TypeError, ValueError):
         say("MCC_EXECUTION__MAX_TIMEOUT_SECS is missing")
     ns = dep["metadata"]["namespace"]

@@ -21,7 +21,8 @@ cd "$(dirname "$0")/.."
 KV=${KUBERNETES_VALIDATE:-kubernetes-validate}
 PY=${PYTHON:-python3}
 YAMLLINT=${YAMLLINT:-yamllint}
-K8S_VERSIONS=${K8S_VERSIONS:-"1.27.0 1.37.0"}
+# The oldest is the chart's kubeVersion (>= 1.30: preStop `sleep`, ValidatingAdmissionPolicy).
+K8S_VERSIONS=${K8S_VERSIONS:-"1.30.0 1.37.0"}
 CHART=charts/mcc
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 failed=0

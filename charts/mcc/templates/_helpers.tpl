@@ -348,3 +348,14 @@ runtime or the policy is off, or with scope cluster and no namespaces listed). *
 {{- end }}
 {{- toYaml ($list | uniq) }}
 {{- end }}
+
+{{/* The gateway pod's containers wait `gateway.shutdownDelaySecs` before SIGTERM (the
+     Service's endpoints reach every kube-proxy first): a preStop sleep, Kubernetes >= 1.30. */}}
+{{- define "mcc.gateway.preStop" -}}
+{{- if gt (int .shutdownDelaySecs) 0 -}}
+lifecycle:
+  preStop:
+    sleep:
+      seconds: {{ int .shutdownDelaySecs }}
+{{- end -}}
+{{- end }}
