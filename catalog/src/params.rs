@@ -140,20 +140,18 @@ fn validate_upstream(
     input_schema: &Value,
     given: &Map<String, Value>,
 ) -> Result<(), ValidationError> {
-    crate::upstream::validate_arguments(input_schema, given).map_err(|problems| {
-        ValidationError {
-            model: format!("{}_params", tool.key),
-            problems: problems
-                .into_iter()
-                .map(|(at, message)| Problem {
-                    param: match at.strip_prefix('/') {
-                        Some(p) if !p.is_empty() => p.to_string(),
-                        _ => "(arguments)".into(),
-                    },
-                    message,
-                })
-                .collect(),
-        }
+    crate::upstream::validate_arguments(input_schema, given).map_err(|problems| ValidationError {
+        model: format!("{}_params", tool.key),
+        problems: problems
+            .into_iter()
+            .map(|(at, message)| Problem {
+                param: match at.strip_prefix('/') {
+                    Some(p) if !p.is_empty() => p.to_string(),
+                    _ => "(arguments)".into(),
+                },
+                message,
+            })
+            .collect(),
     })
 }
 

@@ -155,7 +155,11 @@ pub fn parse_server(
         .collect();
     let entry: ServerEntry = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
         let field = e.path().to_string();
-        let field = if field == "." { "(entry)".into() } else { field };
+        let field = if field == "." {
+            "(entry)".into()
+        } else {
+            field
+        };
         ServerError {
             field,
             message: e.into_inner().to_string(),
@@ -389,7 +393,7 @@ fn tool_of(spec: &UpstreamSpec, d: &Discovered, name: &str) -> Result<Tool, Stri
         env_passthrough: Default::default(),
         transform: None,
         cache_ttl: spec.cache_ttl,
-        rate_limit: spec.rate_limit.clone(),
+        rate_limit: spec.rate_limit,
         return_type: None,
         annotations: d.annotations.clone(),
         output_schema: d.output_schema.clone(),
@@ -466,8 +470,12 @@ pub fn validate_arguments(
     input_schema: &Value,
     arguments: &Map<String, Value>,
 ) -> Result<(), Vec<(String, String)>> {
-    let validator = jsonschema::validator_for(input_schema)
-        .map_err(|e| vec![(String::new(), format!("the input schema does not compile: {e}"))])?;
+    let validator = jsonschema::validator_for(input_schema).map_err(|e| {
+        vec![(
+            String::new(),
+            format!("the input schema does not compile: {e}"),
+        )]
+    })?;
     let instance = Value::Object(arguments.clone());
     let problems: Vec<(String, String)> = validator
         .iter_errors(&instance)

@@ -62,7 +62,10 @@ fn header_values_are_never_echoed_or_shown() {
     assert!(!e.message.contains("s3cret"), "{e:?}");
     let s = spec(json!({"headers": {"Authorization": "Bearer s3cret"}}));
     let shown = format!("{s:?}");
-    assert!(shown.contains("Authorization") && !shown.contains("s3cret"), "{shown}");
+    assert!(
+        shown.contains("Authorization") && !shown.contains("s3cret"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -116,7 +119,9 @@ fn listings_become_keyed_tools_with_params_from_the_schema() {
 
 #[test]
 fn filters_normalization_and_refusals_say_why() {
-    let s = spec(json!({"include": ["get-*", "a.*", "x y", "bad*", "dup*"], "exclude": ["get-secret"]}));
+    let s = spec(
+        json!({"include": ["get-*", "a.*", "x y", "bad*", "dup*"], "exclude": ["get-secret"]}),
+    );
     let out = convert(
         &s,
         &[
@@ -126,22 +131,34 @@ fn filters_normalization_and_refusals_say_why() {
             listed("a.b", object()),
             listed("x y", object()),
             listed("bad", json!({"type": "array"})),
-            listed("bad2", json!({"type": "object", "properties": {"n": {"type": "integr"}}})),
+            listed(
+                "bad2",
+                json!({"type": "object", "properties": {"n": {"type": "integr"}}}),
+            ),
             listed("dup.x", object()),
             listed("dup_x", object()),
         ],
     );
     let names: Vec<&str> = out.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["get-env", "a_b", "x_y", "dup_x"]);
-    assert_eq!(out.filtered, 2, "echo (not included) and get-secret (excluded)");
+    assert_eq!(
+        out.filtered, 2,
+        "echo (not included) and get-secret (excluded)"
+    );
     let reasons: Vec<(&str, &str)> = out
         .refused
         .iter()
         .map(|r| (r.name.as_str(), r.reason.as_str()))
         .collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
-    assert!(reasons[0].1.contains("root is not \"type\": \"object\""), "{reasons:?}");
-    assert!(reasons[1].1.contains("not a valid JSON Schema"), "{reasons:?}");
+    assert!(
+        reasons[0].1.contains("root is not \"type\": \"object\""),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].1.contains("not a valid JSON Schema"),
+        "{reasons:?}"
+    );
     assert_eq!(
         reasons[2],
         (

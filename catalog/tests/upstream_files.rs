@@ -21,7 +21,10 @@ fn servers_beside_tools_take_the_file_groups() {
     assert!(f.warnings.is_empty(), "{:?}", f.warnings);
     assert_eq!(f.tools.len(), 1);
     let s = &f.servers[0];
-    assert_eq!((s.name.as_str(), s.groups.clone()), ("ev", vec!["team".to_string(), "public".into()]));
+    assert_eq!(
+        (s.name.as_str(), s.groups.clone()),
+        ("ev", vec!["team".to_string(), "public".into()])
+    );
     assert_eq!(s.headers["Authorization"], "Bearer tok-123");
     assert_eq!(s.source, "t.yaml: mcp_servers[0] 'ev'");
 }
@@ -37,11 +40,20 @@ fn a_file_of_servers_only_is_a_tool_file() {
 #[test]
 fn server_errors_name_the_file_entry_and_field() {
     let e = parse("mcp_servers:\n  - name: ev\n    url: ftp://h\n").unwrap_err();
-    assert_eq!(e.to_string(), "t.yaml: mcp_servers[0] 'ev': url: expected an http:// or https:// URL");
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers[0] 'ev': url: expected an http:// or https:// URL"
+    );
     let e = parse("mcp_servers:\n  - url: http://h\n").unwrap_err();
-    assert_eq!(e.to_string(), "t.yaml: mcp_servers[0]: (entry): missing field `name`");
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers[0]: (entry): missing field `name`"
+    );
     let e = parse("mcp_servers: {name: ev}\n").unwrap_err();
-    assert_eq!(e.to_string(), "t.yaml: mcp_servers: expected a list of upstream MCP servers");
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers: expected a list of upstream MCP servers"
+    );
 }
 
 #[test]

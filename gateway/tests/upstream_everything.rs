@@ -26,6 +26,7 @@ mcp_servers:
     groups: [public]
     prefix: ev_
     exclude: ["trigger-*", "toggle-*", "simulate-*", "get-roots-list"]
+    cache_ttl: 60
   - name: finance-everything
     url: {url}
     groups: [finance]
@@ -45,7 +46,11 @@ async fn gateway(auth: &str, everything: &Everything) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("tools");
     std::fs::create_dir_all(&tools).unwrap();
-    std::fs::write(tools.join("upstreams.yaml"), upstreams_file(&everything.url())).unwrap();
+    std::fs::write(
+        tools.join("upstreams.yaml"),
+        upstreams_file(&everything.url()),
+    )
+    .unwrap();
     let s = settings(dir.path(), auth, Some(&redis_url()));
     start_with(s, dir).await
 }
@@ -81,17 +86,40 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
             keys.iter().any(|k| !k.contains(".ev_")),
             "local tools ranked beside them: {found}"
         );
-        assert_eq!(keys[0], "public.ev_get-sum", "the upstream tool ranks first: {found}");
+        assert_eq!(
+            keys[0], "public.ev_get-sum",
+            "the upstream tool ranks first: {found}"
+        );
         assert!(!found.contains("ev_trigger-"), "excluded: {found}");
         let described = call_text(&client, "describe_tools", json!({})).await;
-        assert!(found.contains("## public.ev_get-sum (a:float, b:float) -> content\n`a` — First number"), "{found}");
-        assert!(described.contains("## public.ev_get-sum\nReturns the sum of two numbers\nTitle: Get Sum Tool"), "{described}");
+        assert!(
+            found
+                .contains("## public.ev_get-sum (a:float, b:float) -> content\n`a` — First number"),
+            "{found}"
+        );
+        assert!(
+            described.contains(
+                "## public.ev_get-sum\nReturns the sum of two numbers\nTitle: Get Sum Tool"
+            ),
+            "{described}"
+        );
         assert!(described.contains("## public.ev_echo\n"), "{described}");
-        assert!(described.contains("finance.fin_get-env"), "admin sees every group: {described}");
-        assert!(described.contains("Hints: readOnlyHint=true"), "annotations: {described}");
+        assert!(
+            described.contains("finance.fin_get-env"),
+            "admin sees every group: {described}"
+        );
+        assert!(
+            described.contains("Hints: readOnlyHint=true"),
+            "annotations: {described}"
+        );
 
         // Text.
-        let r = execute(&client, "public.ev_echo", json!({"message": "hello upstream"})).await;
+        let r = execute(
+            &client,
+            "public.ev_echo",
+            json!({"message": "hello upstream"}),
+        )
+        .await;
         assert_eq!(text(&r), "Echo: hello upstream");
         assert_ne!(r.is_error, Some(true));
         let r = execute(&client, "public.ev_get-sum", json!({"a": 2, "b": 3.5})).await;
@@ -108,34 +136,73 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         assert_eq!(image["mimeType"], "image/png");
         assert!(image["data"].as_str().unwrap().len() > 20);
         // Structured content as the upstream sent it.
-        let r = execute(&client, "public.ev_get-structured-content", json!({"location": "New York"})).await;
+        let r = execute(
+            &client,
+            "public.ev_get-structured-content",
+            json!({"location": "New York"}),
+        )
+        .await;
         let structured = r.structured_content.clone().expect("structured content");
         assert!(structured.get("temperature").is_some(), "{structured}");
         // An embedded resource.
-        let r = execute(&client, "public.ev_get-resource-reference", json!({"resourceId": 2})).await;
+        let r = execute(
+            &client,
+            "public.ev_get-resource-reference",
+            json!({"resourceId": 2}),
+        )
+        .await;
         let blocks = serde_json::to_value(&r.content).unwrap();
         assert!(
-            blocks.as_array().unwrap().iter().any(|b| b["type"] == "resource"),
+            blocks
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|b| b["type"] == "resource"),
             "{blocks}"
         );
         // The upstream's own error (isError) comes back as an error result.
-        let r = execute(&client, "public.ev_get-resource-reference", json!({"resourceId": 0})).await;
+        let r = execute(
+            &client,
+            "public.ev_get-resource-reference",
+            json!({"resourceId": 0}),
+        )
+        .await;
         assert_eq!(r.is_error, Some(true), "{r:?}");
         assert!(text(&r).contains("Invalid resourceId"), "{}", text(&r));
         // Arguments are checked against the upstream's schema before any call.
         let r = execute(&client, "public.ev_get-sum", json!({"a": "two", "b": 1})).await;
         let t = text(&r);
-        assert!(t.contains("validation error for public.ev_get-sum_params"), "{t}");
+        assert!(
+            t.contains("validation error for public.ev_get-sum_params"),
+            "{t}"
+        );
         assert!(t.contains("\na\n"), "names the param: {t}");
         assert!(!t.contains("two"), "the value is not echoed: {t}");
         let r = execute(&client, "public.ev_get-sum", json!({"a": 1})).await;
-        assert!(text(&r).contains("\"b\" is a required property"), "{}", text(&r));
+        assert!(
+            text(&r).contains("\"b\" is a required property"),
+            "{}",
+            text(&r)
+        );
         // The upstream's timeout: the call ends after 1 s, not the operation's 10 s.
         let started = Instant::now();
-        let r = execute(&client, "public.slow_trigger-long-running-operation", json!({"duration": 10, "steps": 2})).await;
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        let r = execute(
+            &client,
+            "public.slow_trigger-long-running-operation",
+            json!({"duration": 10, "steps": 2}),
+        )
+        .await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(r.is_error, Some(true));
-        assert!(text(&r).contains("did not answer within 1 s"), "{}", text(&r));
+        assert!(
+            text(&r).contains("did not answer within 1 s"),
+            "{}",
+            text(&r)
+        );
         client.cancel().await.unwrap();
     }
     // Measured like any tool: by key and outcome.
@@ -144,18 +211,26 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         metrics.contains("mcc_tool_calls_total{tool=\"public.ev_echo\",outcome=\"success\"} 2"),
         "{metrics}"
     );
-    // REST: the same call, the blocks as JSON.
-    let rest: Value = http_client()
-        .post(format!("{}/v1/tools/public.ev_get-tiny-image", server.base))
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // REST: the same call, the blocks as JSON; the second from the result cache
+    // (`cache_ttl`), blocks and all.
+    let rest_call = || async {
+        http_client()
+            .post(format!("{}/v1/tools/public.ev_get-tiny-image", server.base))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap()
+            .json::<Value>()
+            .await
+            .unwrap()
+    };
+    rest_call().await;
+    let rest = rest_call().await;
     assert_eq!(rest["outcome"], "success", "{rest}");
-    let blocks = rest["content"].as_array().unwrap_or_else(|| panic!("{rest}"));
+    assert_eq!(rest["cached"], true, "{rest}");
+    let blocks = rest["content"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{rest}"));
     assert!(blocks.iter().any(|b| b["type"] == "image"), "{rest}");
     let status: Value = http_client()
         .get(format!("{}/readyz", server.base))
@@ -169,10 +244,12 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         !status.to_string().contains("127.0.0.1"),
         "no upstream URL in the unauthenticated status: {status}"
     );
-    let ups = status.pointer("/catalog/upstreams").unwrap_or_else(|| panic!("{status}"));
+    let ups = status
+        .pointer("/catalog/upstreams")
+        .unwrap_or_else(|| panic!("{status}"));
     assert_eq!(ups[0]["name"], "everything", "{status}");
     assert_eq!(ups[0]["available"], true, "{status}");
-    assert_eq!(ups[0]["filtered_tools"].as_u64().unwrap() > 0, true, "{status}");
+    assert!(ups[0]["filtered_tools"].as_u64().unwrap() > 0, "{status}");
     server.stop().await;
     everything.stop().await;
 }
@@ -188,14 +265,22 @@ async fn upstream_tools_of_other_groups_stay_hidden() {
     // dev-public acts as bob (public, ops): not in finance or admin.
     let server = gateway("dev-public", &everything).await;
     let client = legacy(&server.url, TestClient::plain()).await;
-    let found = call_text(&client, "search", json!({"query": "environment variables get env"})).await;
+    let found = call_text(
+        &client,
+        "search",
+        json!({"query": "environment variables get env"}),
+    )
+    .await;
     assert!(!found.contains("fin_"), "{found}");
     let described = call_text(&client, "describe_tools", json!({})).await;
     assert!(!described.contains("fin_"), "{described}");
     assert!(described.contains("public.ev_echo"), "{described}");
     let hidden = text(&execute(&client, "finance.fin_get-env", json!({})).await);
     let local_hidden = text(&execute(&client, "admin.shell", json!({"command": "id"})).await);
-    assert_eq!(hidden, local_hidden, "the same answer as for a local tool of another group");
+    assert_eq!(
+        hidden, local_hidden,
+        "the same answer as for a local tool of another group"
+    );
     client.cancel().await.unwrap();
     server.stop().await;
     everything.stop().await;
@@ -212,14 +297,21 @@ async fn an_upstream_that_goes_away_keeps_its_tools_and_comes_back() {
     let port = everything.port;
     let server = gateway("dev-admin", &everything).await;
     let client = stateless(&server.url, TestClient::plain()).await;
-    let r = execute(&client, "public.ev_echo", json!({"message": "one"})).await;
-    assert_eq!(text(&r), "Echo: one");
+    // Messages no earlier run left in the shared result cache (`cache_ttl`).
+    let run = format!("{:?}", Instant::now());
+    let message = |m: &str| json!({"message": format!("{m} {run}")});
+    let r = execute(&client, "public.ev_echo", message("one")).await;
+    assert_eq!(text(&r), format!("Echo: one {run}"));
     everything.stop().await;
 
     let started = Instant::now();
-    let r = execute(&client, "public.ev_echo", json!({"message": "two"})).await;
+    let r = execute(&client, "public.ev_echo", message("two")).await;
     assert_eq!(r.is_error, Some(true));
-    assert!(text(&r).contains("upstream 'everything' is unavailable"), "{}", text(&r));
+    assert!(
+        text(&r).contains("upstream 'everything' is unavailable"),
+        "{}",
+        text(&r)
+    );
     assert!(!text(&r).contains("127.0.0.1"), "no URL: {}", text(&r));
     assert!(started.elapsed() < Duration::from_secs(5));
     // The rest of the catalog is untouched, and the upstream's tools are still listed.
@@ -231,11 +323,15 @@ async fn an_upstream_that_goes_away_keeps_its_tools_and_comes_back() {
     let everything = Everything::start_on(port).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let r = execute(&client, "public.ev_echo", json!({"message": "three"})).await;
-        if text(&r) == "Echo: three" {
+        let r = execute(&client, "public.ev_echo", message("three")).await;
+        if text(&r) == format!("Echo: three {run}") {
             break;
         }
-        assert!(Instant::now() < deadline, "the upstream did not come back: {}", text(&r));
+        assert!(
+            Instant::now() < deadline,
+            "the upstream did not come back: {}",
+            text(&r)
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     client.cancel().await.unwrap();

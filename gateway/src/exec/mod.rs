@@ -359,7 +359,10 @@ impl Engine {
     /// shapes its result and applies the transform.
     async fn run(&self, call: &Call<'_>) -> Result<Ran, ExecError> {
         let tool = call.tool;
-        if let ToolKind::Mcp { server, tool: name, .. } = &tool.kind {
+        if let ToolKind::Mcp {
+            server, tool: name, ..
+        } = &tool.kind
+        {
             return self.run_upstream(call, server, name).await;
         }
         let in_pod = pod::spec_of(call).is_some();
@@ -409,10 +412,12 @@ impl Engine {
         name: &str,
     ) -> Result<Ran, ExecError> {
         let tool = call.tool.key.clone();
-        let timeout = self.timeout(call.tool).map_err(|source| ExecError::Limits {
-            tool: tool.clone(),
-            source,
-        })?;
+        let timeout = self
+            .timeout(call.tool)
+            .map_err(|source| ExecError::Limits {
+                tool: tool.clone(),
+                source,
+            })?;
         let Some(upstreams) = &self.upstreams else {
             return Err(ExecError::Upstream {
                 tool,

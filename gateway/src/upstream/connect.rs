@@ -88,7 +88,10 @@ impl ConnectError {
 
 /// Connects to `spec`'s upstream: static headers marked sensitive (never logged by the
 /// HTTP stack), the system roots plus `ca_file`, responses bounded.
-pub async fn connect(spec: &UpstreamSpec, list_changed: Arc<Notify>) -> Result<Session, ConnectError> {
+pub async fn connect(
+    spec: &UpstreamSpec,
+    list_changed: Arc<Notify>,
+) -> Result<Session, ConnectError> {
     crate::tls::install_crypto_provider();
     let mut headers = reqwest::header::HeaderMap::new();
     for (name, value) in &spec.headers {
@@ -110,8 +113,7 @@ pub async fn connect(spec: &UpstreamSpec, list_changed: Arc<Notify>) -> Result<S
             reason,
         };
         let pem = std::fs::read(path).map_err(|e| ca(e.to_string()))?;
-        let certs =
-            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
         builder = builder.tls_certs_merge(certs);
     }
     let client = builder
@@ -127,10 +129,13 @@ pub async fn connect(spec: &UpstreamSpec, list_changed: Arc<Notify>) -> Result<S
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
     };
-    tokio::time::timeout(CONNECT_TIMEOUT, handler.serve_with_lifecycle(transport, lifecycle))
-        .await
-        .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
-        .map_err(|e| ConnectError::Connect(e.to_string()))
+    tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        handler.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
+    .map_err(|e| ConnectError::Connect(e.to_string()))
 }
 
 /// Lists every tool of the upstream, page by page, within `MAX_PAGES` pages and

@@ -75,7 +75,9 @@ pub struct Upstreams {
 impl std::fmt::Debug for Upstreams {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<String> = self.servers().iter().map(|s| s.spec.name.clone()).collect();
-        f.debug_struct("Upstreams").field("servers", &names).finish()
+        f.debug_struct("Upstreams")
+            .field("servers", &names)
+            .finish()
     }
 }
 
@@ -284,10 +286,14 @@ impl Server {
                 reason,
             });
         }
-        let _permit = self.permits.acquire().await.map_err(|_| UpstreamError::Unavailable {
-            server: self.name().into(),
-            reason: "it is being removed".into(),
-        })?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| UpstreamError::Unavailable {
+                server: self.name().into(),
+                reason: "it is being removed".into(),
+            })?;
         let session = self.session().await.map_err(|e| self.lost(&e))?;
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         match session.call_tool_once(params).await {

@@ -95,7 +95,11 @@ impl UpstreamReply {
             .iter()
             .filter_map(|c| serde_json::from_value(c.clone()).ok())
             .collect();
-        let size: usize = self.content.iter().map(|c| c.to_string().len()).sum::<usize>()
+        let size: usize = self
+            .content
+            .iter()
+            .map(|c| c.to_string().len())
+            .sum::<usize>()
             + self.structured.as_ref().map_or(0, |s| s.to_string().len());
         if size > limit {
             return None;
@@ -141,7 +145,9 @@ mod tests {
             is_error: true,
             ..r
         };
-        assert!(matches!(e.outcome(), Outcome::Failure { code: 1, ref stdout, .. } if stdout == "hi"));
+        assert!(
+            matches!(e.outcome(), Outcome::Failure { code: 1, ref stdout, .. } if stdout == "hi")
+        );
         assert!(e.to_mcp(10).is_none(), "over the limit");
         assert_eq!(e.to_mcp(1000).unwrap().is_error, Some(true));
     }

@@ -20,7 +20,9 @@ pub struct Everything {
 }
 
 fn cache_dir() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| "/tmp".into());
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/tmp".into());
     home.join(".cache").join("mcc-upstream")
 }
 
@@ -29,7 +31,8 @@ fn entry_point() -> PathBuf {
 }
 
 fn installed_version() -> Option<String> {
-    let manifest = cache_dir().join("node_modules/@modelcontextprotocol/server-everything/package.json");
+    let manifest =
+        cache_dir().join("node_modules/@modelcontextprotocol/server-everything/package.json");
     let text = std::fs::read_to_string(manifest).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some(v["version"].as_str()?.to_string())
@@ -87,7 +90,10 @@ impl Everything {
             .spawn()
             .expect("node runs");
         let started = Instant::now();
-        while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
                 "server-everything did not listen on {port}"
