@@ -33,6 +33,21 @@ if [ -f "$nd/pids/kube-proxy" ]; then
   stop_pid "$(cat "$nd/pids/kube-proxy")"; n=$((n + 1))
   kbin=$("$(dirname "$0")/build.sh" --cached) && "$kbin/kube-proxy" --cleanup --proxy-mode iptables >/dev/null 2>&1
 fi
+# node-e2e.sh's link-local listener.
+[ -f "$nd/pids/link-local" ] && { stop_pid "$(cat "$nd/pids/link-local")"; n=$((n + 1)); }
+# kube-router (NetworkPolicies), then its filter rules, chains and ipsets. Its own
+# --cleanup-config leaves the chains in place under iptables-nft, then crashes on the
+# missing IPVS: removed here by name (KUBE-ROUTER-*, KUBE-NWPLCY-*, KUBE-POD-FW-*, the
+# KUBE-SRC-*/KUBE-DST-* sets; kube-proxy's iptables mode uses none of these).
+if [ -f "$nd/pids/kube-router" ]; then
+  stop_pid "$(cat "$nd/pids/kube-router")"; n=$((n + 1))
+  iptables-save -t filter | awk '/^-A (INPUT|FORWARD|OUTPUT) .*kube-router netpol/ { sub("^-A", "-D"); print }' \
+    | while read -r rule; do eval "iptables -w $rule"; done
+  chains=$(iptables-save -t filter | grep -oE '^:KUBE-(ROUTER-[A-Z]+|NWPLCY-[A-Z0-9]+|POD-FW-[A-Z0-9]+)' | tr -d :)
+  for c in $chains; do iptables -w -F "$c"; done
+  for c in $chains; do iptables -w -X "$c"; done
+  for set in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-[A-Z0-9]+$'); do ipset destroy "$set"; done
+fi
 # 2. Every process in the node's cgroup tree (the Pods' containers and pause processes).
 procs=$(find "/sys/fs/cgroup/pids$cgroot" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
 [ -n "$procs" ] && { for p in $procs; do kill -KILL "$p" 2>/dev/null; done; n=$((n + $(echo "$procs" | wc -l))); }

@@ -69,8 +69,29 @@ echo "node e2e: CoreDNS $cversion up after $(since)"
 
 # --- The chart, waited for by helm itself.
 kubectl create namespace mcc-system >/dev/null
+# The pod runtime's namespace (node-values.yaml), enforcing Pod Security `restricted`.
+kubectl create namespace mcc-node-pods >/dev/null
+# Its tool Pods call the gateway (node_pods.py's curl Tool): the label the gateway's
+# NetworkPolicy admits callers by.
+kubectl label namespace mcc-node-pods pod-security.kubernetes.io/enforce=restricted \
+  mcc.dev/gateway-access=true >/dev/null
+
+# --- For the NetworkPolicy checks (node_netpol.py): a listener on the node at a
+# link-local address (on the node's bridge, removed with it by node-down.sh), the range
+# the chart keeps tools from (cloud metadata).
+netpol_args=()
+if [ -f "$nd/pids/kube-router" ]; then
+  ip addr replace 169.254.77.1/32 dev "mcc$MCC_CLUSTER_PORT"
+  mkdir -p "$nd/www"
+  (cd "$nd/www" && exec setsid python3 -m http.server 8099 --bind 169.254.77.1 >"$nd/logs/link-local.log" 2>&1) &
+  echo $! > "$nd/pids/link-local"
+  netpol_args=(--netpol)
+fi
 helm_start=$(date +%s) helm_rc=0
+# The API server listens on MCC_CLUSTER_PORT: the port the chart's NetworkPolicies let the
+# operator and Redis-less pods reach it on (enforced: kube-router, node-up.sh).
 "$HELM" --kubeconfig "$KUBECONFIG" install mcc charts/mcc -n mcc-system -f e2e/cluster/node-values.yaml \
+  --set "networkPolicy.apiServer.ports={$MCC_CLUSTER_PORT}" \
   --wait --timeout 300s > "$MCC_CLUSTER_DIR/helm.log" 2>&1 || helm_rc=$?
 helm_seconds=$(( $(date +%s) - helm_start ))
 [ $helm_rc -eq 0 ] || { echo "node e2e: helm install failed:"; tail -5 "$MCC_CLUSTER_DIR/helm.log"; }
@@ -78,7 +99,7 @@ echo "node e2e: chart installed after $(since) (helm --wait: $helm_seconds s)"
 
 rc=0
 "$python" e2e/cluster/node_e2e.py --kubeconfig "$KUBECONFIG" --helm-rc "$helm_rc" \
-  --helm-seconds "$helm_seconds" --node-ip "$node_ip" --api-port "$MCC_CLUSTER_PORT" || rc=$?
+  --helm-seconds "$helm_seconds" --node-ip "$node_ip" --api-port "$MCC_CLUSTER_PORT" --helm "$HELM" "${netpol_args[@]}" || rc=$?
 if [ $rc -ne 0 ]; then
   # What CI cannot look at once down.sh has removed the state.
   kubectl -n mcc-system get pods -o wide || true

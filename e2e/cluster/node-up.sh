@@ -92,6 +92,8 @@ sign() { # sign NAME SUBJECT EXT
 sign kubelet-client "/O=system:nodes/CN=system:node:$node" 'extendedKeyUsage=clientAuth\n'
 # kube-proxy as system:kube-proxy: bound to system:node-proxier by the default policy.
 sign kube-proxy "/CN=system:kube-proxy" 'extendedKeyUsage=clientAuth\n'
+# kube-router's network policy controller as system:kube-router (its ClusterRole below).
+sign kube-router "/CN=system:kube-router" 'extendedKeyUsage=clientAuth\n'
 sign kubelet-serving "/CN=$node" "subjectAltName=IP:$node_ip,IP:127.0.0.1,DNS:$node\nextendedKeyUsage=serverAuth\n"
 # The API server's address as up.sh wrote it (the node IP with MCC_CLUSTER_NODE=1).
 server=$("$kubectl" config view -o jsonpath='{.clusters[0].cluster.server}')
@@ -113,6 +115,7 @@ EOF
 }
 kubeconfig kubelet kubelet-client
 kubeconfig kube-proxy kube-proxy
+kubeconfig kube-router kube-router
 # The API server's requests to the kubelet (logs, exec) are authorized by the kubelet
 # with a SubjectAccessReview: grant its client certificate the kubelet API.
 "$kubectl" apply -f - >/dev/null <<EOF
@@ -121,6 +124,27 @@ kind: ClusterRoleBinding
 metadata: {name: mcc-e2e:kube-apiserver-kubelet-client}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:kubelet-api-admin}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-apiserver-kubelet-client}]
+---
+# What kube-router's network policy controller reads (its router and proxy are off).
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: mcc-e2e:kube-router}
+rules:
+  - apiGroups: [""]
+    resources: [namespaces, pods, services, endpoints, nodes]
+    verbs: [get, list, watch]
+  - apiGroups: [networking.k8s.io]
+    resources: [networkpolicies]
+    verbs: [get, list, watch]
+  - apiGroups: [discovery.k8s.io]
+    resources: [endpointslices]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: mcc-e2e:kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: mcc-e2e:kube-router}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-router}]
 EOF
 
 # --- CNI: one bridge, made here with the gateway address (the node IP) so the kubelet
@@ -261,4 +285,28 @@ if [ "${MCC_NODE_PROXY:-1}" = 1 ]; then
   done
   curl -sf "http://127.0.0.1:$((port + 12))/healthz" >/dev/null 2>&1 || fail "kube-proxy not healthy after 20 s"
 fi
-echo "node-up.sh: node $node Ready in $(( $(date +%s) - t0 )) s (containerd $("$nbin/containerd" --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'), kubelet $("$kbin/kubelet" --version | awk '{print $2}'))" >&2
+
+# --- NetworkPolicies (MCC_NODE_NETPOL=1, the default): kube-router's network policy
+# controller (build-netpol.sh), as k3s runs it, with its router, service proxy and CNI
+# off: each policy becomes iptables chains and ipsets on this node (FORWARD, INPUT and
+# OUTPUT, through br_netfilter for traffic inside the bridge). Like kube-proxy's, its
+# rules are global to the machine: one such node per machine. node-down.sh removes them
+# (kube-router --cleanup-config). sigs.k8s.io/kube-network-policies cannot run here: it
+# queues packets with nftables' `queue`, and this kernel has no CONFIG_NFT_QUEUE.
+if [ "${MCC_NODE_NETPOL:-1}" = 1 ]; then
+  command -v ipset >/dev/null || fail "ipset missing (apt-get install ipset), needed by kube-router"
+  pbin=$("$here/build-netpol.sh")
+  start kube-router "$pbin/kube-router" --kubeconfig "$nd/kube-router.kubeconfig" \
+    --hostname-override "$node" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --enable-cni=false --health-port 0 --metrics-port 0 --iptables-sync-period 1m
+  # Ready once its chains hook FORWARD (it has no health address but on every interface).
+  for _ in $(seq 100); do
+    iptables -w -S FORWARD 2>/dev/null | grep -q KUBE-ROUTER-FORWARD && break
+    kill -0 "$(cat "$nd/pids/kube-router")" 2>/dev/null || fail "kube-router exited"
+    sleep 0.2
+  done
+  iptables -w -S FORWARD 2>/dev/null | grep -q KUBE-ROUTER-FORWARD || fail "kube-router set up no chains in 20 s"
+fi
+netpol=off
+[ "${MCC_NODE_NETPOL:-1}" = 1 ] && netpol="kube-router $("$pbin/kube-router" --version 2>&1 | awk '{print $4}' | tr -d ,)"
+echo "node-up.sh: node $node Ready in $(( $(date +%s) - t0 )) s (containerd $("$nbin/containerd" --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'), kubelet $("$kbin/kubelet" --version | awk '{print $2}'), NetworkPolicies: $netpol)" >&2

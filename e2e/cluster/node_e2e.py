@@ -7,10 +7,12 @@ that the official MCP Python SDK reaches the gateway through its Service (Cluste
 kube-proxy, from this host) with an API key and with a ServiceAccount token, and through
 `kubectl port-forward`; a tool in the real Pod sees no token, no gateway environment and
 no Redis without its password; a legacy MCP session survives deleting the Pod that served
-it. Also two checks that fail today (defects of the programs, e2e/README.md): the
-executor's logs and the operator's log format.
+it; the executor logs no refusals and the operator JSON. Then node_pods.py (the pod
+runtime), node_netpol.py (the NetworkPolicies, enforced by kube-router) and
+node_rollout.py (the operator's leader deleted, a rolling `helm upgrade` under load).
 
-    node_e2e.py --kubeconfig K --helm-rc RC --helm-seconds S --node-ip IP --api-port P
+    node_e2e.py --kubeconfig K --helm-rc RC --helm-seconds S --node-ip IP --api-port P \
+                --helm HELM [--netpol]
 
 One line per check (`ok:` / `FAIL:`), `N passed, N failed` last; exit 1 on any failure.
 """
@@ -29,8 +31,11 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import NS, AUDIENCE, Report, grant, tool  # noqa: E402
+from harness import NS, AUDIENCE, REPO, Report, grant, tool  # noqa: E402
 from hostpod import Kube, wait_for  # noqa: E402
+import node_netpol  # noqa: E402
+import node_pods  # noqa: E402
+import node_rollout  # noqa: E402
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client  # noqa: E402
 
@@ -148,6 +153,8 @@ def main():
     ap.add_argument("--helm-seconds", type=int, required=True)
     ap.add_argument("--node-ip", required=True)
     ap.add_argument("--api-port", required=True)
+    ap.add_argument("--helm", required=True, help="helm, for the rolling upgrade")
+    ap.add_argument("--netpol", action="store_true", help="NetworkPolicies are enforced (kube-router runs)")
     args = ap.parse_args()
     kube = Kube(args.kubeconfig)
     report = Report()
@@ -338,6 +345,19 @@ def run(kube, args, check):
     check("a legacy MCP session survives deleting the gateway Pod that served it (the other replica "
           "continues it from Redis)", steps[-1:] == ['"10.0.0.5"'] and first and second and first != second,
           (steps, first, second))
+
+    # --- The pod runtime under the kubelet (node_pods.py).
+    node_pods.run(kube, check, base, key, HOST, port)
+
+    # --- The chart's NetworkPolicies, enforced (node_netpol.py).
+    node_netpol.run(kube, check, base, key, HOST, port, "localhost/mcc-executor:dev", args.netpol)
+
+    # --- Replacing pods under load (node_rollout.py).
+    node_rollout.operator_deletion(kube, check, base, key, HOST, http)
+    upgrade = ["--kubeconfig", args.kubeconfig, "upgrade", "mcc", os.path.join(REPO, "charts/mcc"), "-n", NS,
+               "-f", os.path.join(REPO, "e2e/cluster/node-values.yaml"),
+               "--set", f"networkPolicy.apiServer.ports={{{args.api_port}}}"]
+    node_rollout.rolling_upgrade(kube, check, args.helm, upgrade, base, key, HOST)
 
 
 if __name__ == "__main__":
