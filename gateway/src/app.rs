@@ -391,16 +391,21 @@ fn redis_for(
     setting: &'static str,
     url: &Option<String>,
     sessions: &SessionStore,
-) -> Result<Option<redis::aio::ConnectionManager>, StartError> {
+) -> Result<Option<crate::redis_conn::Conn>, StartError> {
     match url {
         Some(url) => {
             let timeout = Duration::from_millis(settings.session.timeout_ms.max(1));
-            crate::redis_conn::connect(setting, url, &settings.session.redis_options(), timeout)
-                .map(|(_, conn)| Some(conn))
-                .map_err(|e| StartError::Setting {
-                    setting: e.setting,
-                    reason: e.reason,
-                })
+            crate::redis_conn::Redis::connect(
+                setting,
+                url,
+                &settings.session.redis_options(),
+                timeout,
+            )
+            .map(|redis| Some(redis.conn()))
+            .map_err(|e| StartError::Setting {
+                setting: e.setting,
+                reason: e.reason,
+            })
         }
         None => Ok(sessions.redis_connection()),
     }

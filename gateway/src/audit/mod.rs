@@ -219,7 +219,7 @@ impl Auditor {
     /// its background writer. Must be called within a Tokio runtime.
     pub fn start(
         settings: &AuditSettings,
-        redis: Option<redis::aio::ConnectionManager>,
+        redis: Option<crate::redis_conn::Conn>,
         metrics: &Metrics,
     ) -> Self {
         if !settings.enabled {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
+use crate::redis_conn::Conn;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
@@ -205,7 +205,7 @@ pub struct StreamSettings {
 /// The Redis stream sink.
 pub fn redis_stream(
     settings: StreamSettings,
-    conn: ConnectionManager,
+    conn: Conn,
     capacity: usize,
     metrics: Metrics,
 ) -> Queue {

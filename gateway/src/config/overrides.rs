@@ -184,6 +184,16 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Scalar,
     ),
     (
+        "MCC_SESSION__REDIS_WAIT_REPLICAS",
+        &["session", "redis_wait_replicas"],
+        EnvKind::Scalar,
+    ),
+    (
+        "MCC_SESSION__REDIS_WAIT_TIMEOUT_MS",
+        &["session", "redis_wait_timeout_ms"],
+        EnvKind::Scalar,
+    ),
+    (
         "MCC_SESSION__MAX_VALUE_BYTES",
         &["session", "max_value_bytes"],
         EnvKind::Scalar,

@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::redis_conn::Conn;
 use mcc_catalog::Tool;
-use redis::aio::ConnectionManager;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -51,7 +51,7 @@ pub struct ResultCache {
 #[derive(Clone)]
 enum Store {
     Memory(Arc<Mutex<MemoryCache>>),
-    Redis(ConnectionManager),
+    Redis(Conn),
 }
 
 impl std::fmt::Debug for ResultCache {
@@ -78,20 +78,29 @@ impl ResultCache {
 
     /// A Redis-backed cache shared by gateway replicas, over an open connection (the
     /// session store's); `key_prefix` is `session.key_prefix`.
-    pub fn redis_with(conn: ConnectionManager, key_prefix: &str) -> Self {
+    pub fn redis_with(conn: Conn, key_prefix: &str) -> Self {
         Self {
             store: Store::Redis(conn),
             prefix: key_prefix.into(),
         }
     }
 
-    /// A Redis-backed cache from a URL (`redis://host:port/db`).
+    /// A Redis-backed cache from a URL (any [`crate::redis_conn`] URL).
     pub async fn redis(url: &str, key_prefix: &str) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url)?;
-        Ok(Self::redis_with(
-            client.get_connection_manager().await?,
-            key_prefix,
-        ))
+        let redis = crate::redis_conn::Redis::connect(
+            "session.redis_url",
+            url,
+            &Default::default(),
+            REDIS_TIMEOUT,
+        )
+        .map_err(|e| {
+            redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "bad Redis URL",
+                e.to_string(),
+            ))
+        })?;
+        Ok(Self::redis_with(redis.conn(), key_prefix))
     }
 
     /// The same cache with keys under `key_prefix` (`session.key_prefix`).
@@ -147,10 +156,7 @@ impl ResultCache {
     }
 }
 
-async fn query<T: redis::FromRedisValue>(
-    conn: &ConnectionManager,
-    cmd: &redis::Cmd,
-) -> Result<T, CacheError> {
+async fn query<T: redis::FromRedisValue>(conn: &Conn, cmd: &redis::Cmd) -> Result<T, CacheError> {
     let mut conn = conn.clone();
     match tokio::time::timeout(REDIS_TIMEOUT, cmd.query_async(&mut conn)).await {
         Ok(result) => Ok(result?),

@@ -12,7 +12,7 @@ use rmcp::transport::streamable_http_server::session::{
 
 /// rmcp session states in Redis under `<prefix>:mcp-session:<id>`, with the session TTL.
 pub struct RedisSessionRegistry {
-    conn: redis::aio::ConnectionManager,
+    conn: crate::redis_conn::Conn,
     prefix: String,
     ttl: Duration,
 }
@@ -23,10 +23,10 @@ pub struct RedisSessionRegistry {
 pub struct RegistryError(String);
 
 impl RedisSessionRegistry {
-    /// Over the session store's connection ([`crate::redis_conn::connect`]): lazy,
+    /// Over the session store's connection ([`crate::redis_conn`]): lazy,
     /// failing fast while Redis is down and reconnecting by itself when it returns.
     pub fn over_connection(
-        conn: redis::aio::ConnectionManager,
+        conn: crate::redis_conn::Conn,
         prefix: &str,
         ttl: Duration,
     ) -> Self {
@@ -40,14 +40,14 @@ impl RedisSessionRegistry {
     /// A registry on its own connection to `url`, set up like the session store's.
     /// Prefer [`Self::over_connection`] with the store's connection.
     pub fn new(url: &str, prefix: &str, ttl: Duration) -> Result<Self, RegistryError> {
-        let (_, conn) = crate::redis_conn::connect(
+        let redis = crate::redis_conn::Redis::connect(
             "session.redis_url",
             url,
             &Default::default(),
             Duration::from_secs(2),
         )
         .map_err(|e| RegistryError(e.reason))?;
-        Ok(Self::over_connection(conn, prefix, ttl))
+        Ok(Self::over_connection(redis.conn(), prefix, ttl))
     }
 
     fn key(&self, session_id: &str) -> String {

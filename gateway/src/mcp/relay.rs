@@ -59,8 +59,7 @@ struct Envelope {
 /// Where relayed answers go: the Redis channel and this replica's id.
 #[derive(Clone)]
 pub struct Relay {
-    conn: redis::aio::ConnectionManager,
-    client: redis::Client,
+    redis: crate::redis_conn::Redis,
     channel: String,
     origin: String,
 }
@@ -68,12 +67,11 @@ pub struct Relay {
 impl Relay {
     /// A relay over the session store's Redis (`None` with in-memory sessions).
     pub fn for_store(store: &crate::session::SessionStore) -> Option<Self> {
-        let (client, conn, prefix) = store.redis_client()?;
+        let (redis, _, prefix) = store.redis_client()?;
         let mut id = [0u8; 8];
         getrandom::fill(&mut id).ok()?;
         Some(Self {
-            conn,
-            client,
+            redis,
             channel: format!("{prefix}:mcp-replies"),
             origin: hex::encode(id),
         })
@@ -88,12 +86,7 @@ impl Relay {
         let Ok(text) = serde_json::to_string(&envelope) else {
             return;
         };
-        let sent: Result<i64, _> = redis::cmd("PUBLISH")
-            .arg(&self.channel)
-            .arg(text)
-            .query_async(&mut self.conn.clone())
-            .await;
-        if let Err(e) = sent {
+        if let Err(e) = self.redis.publish(&self.channel, &text).await {
             tracing::warn!(error = %e, "could not relay a client answer or cancellation to the other replicas");
         }
     }
@@ -125,14 +118,11 @@ impl Relay {
     }
 
     async fn listen(&self, sessions: &LocalSessionManager) -> redis::RedisResult<()> {
-        let mut pubsub = self.client.get_async_pubsub().await?;
-        pubsub.subscribe(&self.channel).await?;
-        let mut messages = pubsub.on_message();
-        while let Some(msg) = messages.next().await {
-            let Ok(text) = msg.get_payload::<String>() else {
-                continue;
-            };
-            let Ok(envelope) = serde_json::from_str::<Envelope>(&text) else {
+        // Sharded pub/sub in a Redis Cluster; on a Sentinel master the stream ends with
+        // the master, and the next subscription goes to the new one.
+        let mut messages = self.redis.subscribe(&self.channel).await?;
+        while let Some(payload) = messages.next().await {
+            let Ok(envelope) = serde_json::from_slice::<Envelope>(&payload) else {
                 continue;
             };
             // Only what this replica would have relayed itself is delivered.

@@ -41,7 +41,7 @@ pub struct SessionOwners {
 
 struct Inner {
     remembered: Mutex<HashMap<String, Owner>>,
-    redis: Option<(redis::aio::ConnectionManager, String)>,
+    redis: Option<(crate::redis_conn::Conn, String)>,
     ttl: Duration,
 }
 
@@ -61,7 +61,7 @@ enum Lookup {
 impl SessionOwners {
     /// Owners kept in memory, and in Redis (`conn`, keys under `prefix`) when given; an
     /// owner not used for `ttl` is forgotten (the session's own idle lifetime).
-    pub fn new(redis: Option<redis::aio::ConnectionManager>, prefix: &str, ttl: Duration) -> Self {
+    pub fn new(redis: Option<crate::redis_conn::Conn>, prefix: &str, ttl: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 remembered: Mutex::default(),

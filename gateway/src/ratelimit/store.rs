@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mcc_catalog::rate::RateLimit;
-use redis::aio::ConnectionManager;
+use crate::redis_conn::Conn;
 
 use super::Scope;
 
@@ -60,7 +60,7 @@ pub enum StoreError {
 pub enum Counter {
     Local(Arc<Mutex<HashMap<String, Window>>>),
     Redis {
-        conn: ConnectionManager,
+        conn: Conn,
         prefix: Arc<str>,
     },
 }
@@ -110,7 +110,7 @@ impl Counter {
 
     /// Counts in Redis over an open connection (the session store's); `key_prefix` is
     /// `session.key_prefix`.
-    pub fn redis(conn: ConnectionManager, key_prefix: &str) -> Self {
+    pub fn redis(conn: Conn, key_prefix: &str) -> Self {
         Counter::Redis {
             conn,
             prefix: key_prefix.into(),

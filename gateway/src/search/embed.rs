@@ -103,10 +103,11 @@ pub fn content_hash(embedder_id: &str, text: &str) -> String {
     hex::encode(h.finalize())
 }
 
-/// The Redis key of an embedding: `mcc:search:emb:<content hash>`. The value is the
+/// The Redis key of an embedding: `mcc:search:emb:{emb}:<content hash>`. The value is the
 /// vector as little-endian f32 bytes. This is the only place the format is defined.
 pub fn redis_key(hash: &str) -> String {
-    format!("mcc:search:emb:{hash}")
+    // One hash tag for all: in a Redis Cluster a pipeline of writes must stay in a slot.
+    format!("mcc:search:emb:{{emb}}:{hash}")
 }
 
 fn to_bytes(v: &[f32]) -> Vec<u8> {
@@ -133,10 +134,13 @@ pub type Vector = Arc<[f32]>;
 /// tens of MB of freed rows between live ones, which the allocator could not return.
 pub struct EmbeddingCache {
     memory: Mutex<HashMap<String, Vector>>,
-    redis: Option<redis::Client>,
+    redis: Option<crate::redis_conn::Redis>,
     /// Redis entries expire after this long without a rebuild touching them.
     redis_ttl: Duration,
 }
+
+/// How long a Redis connection may take.
+const REDIS_CONNECT: Duration = Duration::from_secs(3);
 
 /// How many keys one Redis round trip reads or writes.
 const REDIS_CHUNK: usize = 500;
@@ -159,7 +163,7 @@ impl EmbeddingCache {
     ) -> Result<Self, SearchError> {
         let redis = redis_url
             .map(|u| {
-                crate::redis_conn::client("search.redis_url", u, options)
+                crate::redis_conn::Redis::connect("search.redis_url", u, options, REDIS_CONNECT)
                     .map_err(|e| SearchError::Config(e.to_string()))
             })
             .transpose()?;
@@ -238,7 +242,7 @@ impl EmbeddingCache {
         if want.is_empty() {
             return 0;
         }
-        let mut conn = match client.get_connection_with_timeout(Duration::from_secs(3)) {
+        let mut conn = match client.blocking_connection(REDIS_CONNECT) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "search: embeddings cache in Redis unavailable; computing");
@@ -272,7 +276,7 @@ impl EmbeddingCache {
             return;
         }
         let result = client
-            .get_connection_with_timeout(Duration::from_secs(3))
+            .blocking_connection(REDIS_CONNECT)
             .and_then(|mut conn| {
                 for chunk in fresh.chunks(REDIS_CHUNK) {
                     let mut pipe = redis::pipe();

@@ -66,6 +66,14 @@ pub struct SessionSettings {
     /// Redis connect and response timeout, in milliseconds.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Replicas that must hold a session write before it is acknowledged (`WAIT`); 0:
+    /// acknowledged once the master has it (a failover may lose the last writes).
+    #[serde(default)]
+    pub redis_wait_replicas: u32,
+    /// How long a write waits for those replicas, in milliseconds; short of them, the
+    /// write fails as unavailable (it may still have been applied: retry it).
+    #[serde(default = "default_wait_timeout_ms")]
+    pub redis_wait_timeout_ms: u64,
     /// Largest value of one variable, in bytes of its JSON text.
     #[serde(default = "limits_default::value")]
     pub max_value_bytes: usize,
@@ -143,6 +151,9 @@ fn default_prefix() -> String {
 fn default_timeout_ms() -> u64 {
     2000
 }
+fn default_wait_timeout_ms() -> u64 {
+    1000
+}
 
 impl Default for SessionSettings {
     fn default() -> Self {
@@ -153,6 +164,8 @@ impl Default for SessionSettings {
             ttl_secs: default_ttl(),
             key_prefix: default_prefix(),
             timeout_ms: default_timeout_ms(),
+            redis_wait_replicas: 0,
+            redis_wait_timeout_ms: default_wait_timeout_ms(),
             max_value_bytes: limits::DEFAULT_MAX_VALUE_BYTES,
             max_vars: limits::DEFAULT_MAX_VARS,
             max_bucket_bytes: limits::DEFAULT_MAX_BUCKET_BYTES,
@@ -170,6 +183,8 @@ impl std::fmt::Debug for SessionSettings {
             .field("ttl_secs", &self.ttl_secs)
             .field("key_prefix", &self.key_prefix)
             .field("timeout_ms", &self.timeout_ms)
+            .field("redis_wait_replicas", &self.redis_wait_replicas)
+            .field("redis_wait_timeout_ms", &self.redis_wait_timeout_ms)
             .field("limits", &self.limits())
             .finish()
     }
@@ -319,23 +334,23 @@ pub enum SessionStore {
 impl SessionStore {
     /// The Redis connection behind this store, for other per-replica-shared state (the
     /// execute result cache) to use the same server and connection.
-    pub fn redis_connection(&self) -> Option<::redis::aio::ConnectionManager> {
+    pub fn redis_connection(&self) -> Option<crate::redis_conn::Conn> {
         match self {
             SessionStore::Memory(_) => None,
             SessionStore::Redis(store) => Some(store.connection()),
         }
     }
 
-    /// The Redis client and connection behind this store, for a pub/sub subscription
-    /// to the same server (the legacy clients' answer relay).
-    /// Also the key prefix, for the channel's name.
+    /// The Redis deployment and connection behind this store, for pub/sub on the same
+    /// Redis (the legacy clients' answer relay), and the key prefix, for key and
+    /// channel names. Every Redis user of the gateway starts here ([`crate::redis_conn`]).
     pub fn redis_client(
         &self,
-    ) -> Option<(::redis::Client, ::redis::aio::ConnectionManager, String)> {
+    ) -> Option<(crate::redis_conn::Redis, crate::redis_conn::Conn, String)> {
         match self {
             SessionStore::Memory(_) => None,
             SessionStore::Redis(store) => Some((
-                store.client(),
+                store.redis(),
                 store.connection(),
                 store.prefix().to_string(),
             )),
@@ -365,7 +380,7 @@ impl SessionStore {
                     .redis_url()
                     .ok_or_else(|| setup("redis_url", "not set (nor REDIS_URL)"))?;
                 let timeout = Duration::from_millis(settings.timeout_ms.max(1));
-                let conn = crate::redis_conn::connect(
+                let redis = crate::redis_conn::Redis::connect(
                     "session.redis_url",
                     url,
                     &settings.redis_options(),
@@ -375,12 +390,13 @@ impl SessionStore {
                     field: e.setting.strip_prefix("session.").unwrap_or(e.setting),
                     reason: e.reason,
                 })?;
-                Ok(Self::Redis(RedisStore::new(
-                    conn,
-                    &settings.key_prefix,
-                    ttl,
-                    limits,
-                )))
+                let wait = (settings.redis_wait_replicas > 0).then(|| self::redis::Wait {
+                    replicas: settings.redis_wait_replicas,
+                    timeout: Duration::from_millis(settings.redis_wait_timeout_ms.max(1)),
+                });
+                Ok(Self::Redis(
+                    RedisStore::new(redis, &settings.key_prefix, ttl, limits).with_wait(wait),
+                ))
             }
         }
     }

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::ConnectionManager;
+use crate::redis_conn::{Conn, Redis};
 use serde_json::{Map, Value};
 
 use super::limits::Limits;
@@ -56,23 +56,32 @@ if count > 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
 return {'ok', bytes}
 "#;
 
-/// Claims a handle for a user unless they hold the most allowed.
-/// KEYS[1]: the handle key, KEYS[2]: the user's handle set. ARGV: username, ttl secs,
-/// now (ms), max. Returns 1 (claimed), 0 (handle taken), -1 (limit reached).
-const CLAIM_SCRIPT: &str = r#"
+/// Counts a new handle for a user unless they hold the most allowed. One key, so it
+/// runs as is in a Redis Cluster; the handle key is then claimed with `SET NX` (its own
+/// slot), and the count taken back if that fails.
+/// KEYS[1]: the user's handle set. ARGV: the handle key, ttl secs, now (ms), max.
+/// Returns 1 (counted), -1 (limit reached).
+const COUNT_SCRIPT: &str = r#"
 local now, ttl = tonumber(ARGV[3]), tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return -1 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ttl) then return 0 end
-redis.call('ZADD', KEYS[2], now + ttl * 1000, KEYS[1])
-redis.call('PEXPIRE', KEYS[2], ttl * 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then return -1 end
+redis.call('ZADD', KEYS[1], now + ttl * 1000, ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl * 1000)
 return 1
 "#;
 
+/// Replicas a write must reach before it is acknowledged (`session.redis_wait_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub replicas: u32,
+    pub timeout: Duration,
+}
+
 #[derive(Clone)]
 pub struct RedisStore {
-    client: redis::Client,
-    conn: ConnectionManager,
+    redis: Redis,
+    conn: Conn,
+    wait: Option<Wait>,
     prefix: Arc<str>,
     ttl: Duration,
     limits: Limits,
@@ -92,20 +101,22 @@ fn unavailable(err: redis::RedisError) -> SessionError {
 }
 
 impl RedisStore {
-    /// A store over a connection from [`crate::redis_conn::connect`].
-    pub fn new(
-        (client, conn): (redis::Client, ConnectionManager),
-        prefix: &str,
-        ttl: Duration,
-        limits: Limits,
-    ) -> Self {
+    /// A store over `redis` ([`crate::redis_conn`]).
+    pub fn new(redis: Redis, prefix: &str, ttl: Duration, limits: Limits) -> Self {
         Self {
-            client,
-            conn,
+            conn: redis.conn(),
+            redis,
+            wait: None,
             prefix: prefix.into(),
             ttl,
             limits,
         }
+    }
+
+    /// Writes wait for `wait`'s replicas before they are acknowledged.
+    pub fn with_wait(mut self, wait: Option<Wait>) -> Self {
+        self.wait = wait;
+        self
     }
 
     pub fn ttl(&self) -> Duration {
@@ -117,7 +128,7 @@ impl RedisStore {
     }
 
     /// A handle on the (lazily connected, reconnecting) connection.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> Conn {
         self.conn.clone()
     }
 
@@ -126,9 +137,9 @@ impl RedisStore {
         &self.prefix
     }
 
-    /// The client behind the connection (for connections of another kind: pub/sub).
-    pub fn client(&self) -> redis::Client {
-        self.client.clone()
+    /// The deployment behind the connection (pub/sub, blocking connections).
+    pub fn redis(&self) -> Redis {
+        self.redis.clone()
     }
 
     fn ttl_secs(&self) -> i64 {
@@ -190,10 +201,32 @@ impl RedisStore {
         for name in delete {
             invocation.arg(name);
         }
-        let (verdict, amount): (String, usize) = invocation
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(unavailable)?;
+        let (verdict, amount): (String, usize) = match self.wait {
+            None => invocation
+                .query_async(&mut self.conn.clone())
+                .await
+                .map_err(unavailable)?,
+            // One pipeline, so WAIT runs on the connection (and in a Cluster the node)
+            // that took the write.
+            Some(wait) => {
+                let ((verdict, amount), reached): ((String, usize), u32) = redis::pipe()
+                    .add_command(invocation)
+                    .cmd("WAIT")
+                    .arg(wait.replicas)
+                    .arg(wait.timeout.as_millis() as u64)
+                    .query_async(&mut self.conn.clone())
+                    .await
+                    .map_err(unavailable)?;
+                if verdict == "ok" && reached < wait.replicas {
+                    return Err(SessionError::Unavailable(format!(
+                        "the write reached {reached} of {} replicas within {:?} \
+                         (session.redis_wait_replicas); it may be lost on a failover: retry it",
+                        wait.replicas, wait.timeout
+                    )));
+                }
+                (verdict, amount)
+            }
+        };
         match verdict.as_str() {
             "vars" => Err(SessionError::TooManyVars {
                 count: amount,
@@ -227,24 +260,43 @@ impl RedisStore {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
-        let reply: i64 = redis::cmd("EVAL")
-            .arg(CLAIM_SCRIPT)
-            .arg(2)
-            .arg(handle_owner_key(&self.prefix, handle))
-            .arg(handles_of_key(&self.prefix, username))
-            .arg(username)
+        let owner_key = handle_owner_key(&self.prefix, handle);
+        let handles_of = handles_of_key(&self.prefix, username);
+        let counted: i64 = redis::cmd("EVAL")
+            .arg(COUNT_SCRIPT)
+            .arg(1)
+            .arg(&handles_of)
+            .arg(&owner_key)
             .arg(self.ttl_secs())
             .arg(now_ms)
             .arg(self.limits.max_handles_per_user)
             .query_async(&mut self.conn.clone())
             .await
             .map_err(unavailable)?;
-        match reply {
-            -1 => Err(SessionError::TooManyHandles {
+        if counted == -1 {
+            return Err(SessionError::TooManyHandles {
                 limit: self.limits.max_handles_per_user,
-            }),
-            claimed => Ok(claimed == 1),
+            });
         }
+        let claimed: Option<String> = redis::cmd("SET")
+            .arg(&owner_key)
+            .arg(username)
+            .arg("NX")
+            .arg("EX")
+            .arg(self.ttl_secs())
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(unavailable)?;
+        if claimed.is_none() {
+            // Taken (a 128-bit collision): uncount it. Should this fail, the entry stops
+            // counting when it expires.
+            let _: redis::RedisResult<i64> = redis::cmd("ZREM")
+                .arg(&handles_of)
+                .arg(&owner_key)
+                .query_async(&mut self.conn.clone())
+                .await;
+        }
+        Ok(claimed.is_some())
     }
 
     pub async fn handle_owner(&self, handle: &str) -> Result<Option<String>, SessionError> {
