@@ -8,7 +8,8 @@
 //! [`super::relay`]), on a closed stream it issued no resumable event ids on, and when
 //! the session or the server ends; see docs/execution.md#cancellation.
 //!
-//! A legacy session that set a log level hears of its calls ([`super::logging`]).
+//! A legacy session that set a log level hears of its calls ([`super::logging`]); a
+//! request with a `progressToken` gets progress notifications ([`super::progress`]).
 
 use std::time::Instant;
 
@@ -57,6 +58,7 @@ pub async fn execute(
     log: &CallLog,
 ) -> CallToolResponse {
     let started = Instant::now();
+    let _progress = super::progress::start(ctx, &args.key);
     let key = crate::telemetry::spans::bounded(&args.key);
     log.info(format!("execute {key} started")).await;
     let params = args.params.unwrap_or_default();

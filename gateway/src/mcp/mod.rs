@@ -5,7 +5,8 @@
 //! - [`resources`]: `mcc://` resources, [`list_changed`] their list's change
 //!   notifications; [`completion`]: prompt argument completion;
 //!   [`logging`]: `logging/setLevel` and a legacy session's log notifications;
-//! - [`execute`]: the execute path; [`ask`]: missing-parameter questions;
+//! - [`execute`]: the execute path, [`progress`] its progress notifications; [`ask`]:
+//!   missing-parameter questions;
 //! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
 //!   clients' answers (elicitation) reach the replica that asked, their cancellations the
 //!   replica that runs the call; session variables are [`crate::session`]'s.
@@ -20,6 +21,7 @@ pub mod execute;
 pub mod legacy_sessions;
 pub mod list_changed;
 pub mod logging;
+pub mod progress;
 pub mod relay;
 pub mod resources;
 pub mod session_owner;
