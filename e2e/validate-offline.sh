@@ -95,6 +95,13 @@ must be one of the following | gateway.catalog.source=configmap
 must be one of the following | redis.enabled=maybe
 Does not match pattern | redis.url=http://redis:6379
 set redis.url or redis.existingSecret, not both | redis.url=redis://r:6379 redis.existingSecret=s
+set redis.external or redis.url / redis.existingSecret, not both | redis.external.mode=single redis.external.addresses={r:6379} redis.url=redis://r:6379
+must be one of the following | redis.external.mode=proxy
+Array must have at least 1 items | redis.external.mode=cluster
+String length must be greater than or equal to 1 | redis.external.mode=sentinel redis.external.addresses={s:26379}
+Does not match pattern | redis.external.mode=single redis.external.addresses={redis}
+needs redis.external.tls=true | redis.external.mode=single redis.external.addresses={r:6379} redis.external.caSecret=ca
+must be one of the following | redis.maxmemoryPolicy=evict-sometimes
 gateway.search.model is volume | gateway.search.model=volume
 gateway.catalog.source is files | gateway.catalog.source=files
 name the namespaces pod Tools may run in | podRuntime.enabled=true

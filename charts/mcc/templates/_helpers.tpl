@@ -123,15 +123,32 @@ The most gateway replicas this release may run: replicas, or the HPA's maximum.
 {{- if .Values.gateway.autoscaling.enabled }}{{ .Values.gateway.autoscaling.maxReplicas }}{{ else }}{{ .Values.gateway.replicas }}{{ end }}
 {{- end }}
 
-{{/* "external" (redis.url / redis.existingSecret), "chart" (the chart runs Redis) or "none". */}}
+{{/* "external" (redis.url / redis.existingSecret / redis.external), "chart" (the chart runs Redis) or "none". */}}
 {{- define "mcc.redis.mode" -}}
 {{- $r := .Values.redis }}
-{{- if or $r.url $r.existingSecret }}external
+{{- if or $r.url $r.existingSecret $r.external.mode }}external
 {{- else if eq (toString $r.enabled) "true" }}chart
 {{- else if eq (toString $r.enabled) "false" }}none
 {{- else if and .Values.gateway.enabled (gt (int (include "mcc.gateway.maxReplicas" .)) 1) }}chart
 {{- else }}none
 {{- end }}
+{{- end }}
+
+{{/*
+The gateway's Redis URL from redis.external's parts (docs/redis.md): the password is the
+container's $(REDIS_PASSWORD), filled in by Kubernetes from redis.external.passwordSecret.
+*/}}
+{{- define "mcc.redis.externalUrl" -}}
+{{- $x := .Values.redis.external }}
+{{- $scheme := ternary "rediss" "redis" $x.tls }}
+{{- if ne $x.mode "single" }}{{ $scheme = printf "%s+%s" $scheme $x.mode }}{{ end }}
+{{- $user := "" }}
+{{- if $x.passwordSecret }}{{ $user = printf "%s:$(REDIS_PASSWORD)@" $x.username }}
+{{- else if $x.username }}{{ $user = printf "%s@" $x.username }}{{ end }}
+{{- $path := printf "/%d" (int $x.db) }}
+{{- if eq $x.mode "sentinel" }}{{ $path = printf "/%s/%d" $x.masterName (int $x.db) }}
+{{- else if eq $x.mode "cluster" }}{{ $path = "" }}{{ end }}
+{{- printf "%s://%s%s%s" $scheme $user (join "," $x.addresses) $path }}
 {{- end }}
 
 {{/* Name of the Secret holding the chart Redis's password (key redis-password). */}}
