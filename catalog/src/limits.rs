@@ -53,6 +53,18 @@ pub const OUTPUT_SCHEMA_BYTES: usize = 16 * 1024;
 /// `sessionKeys` entries (session variable names, each bounded by [`NAME`]).
 pub const SESSION_KEYS: usize = 64;
 
+/// Whether `name` is a DNS-1123 label (1 to 63 lowercase letters, digits and `-`, not
+/// at either end): Kubernetes namespace and object names, and upstream MCP server names.
+pub fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 /// A field over its limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("spec.{field}: {message}")]

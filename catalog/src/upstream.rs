@@ -236,14 +236,7 @@ pub fn parse_server(
 }
 
 fn check_slug(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
+    if crate::limits::is_dns_label(name) {
         Ok(())
     } else {
         Err("expected 1 to 63 lowercase letters, digits and '-' (not at either end)".into())

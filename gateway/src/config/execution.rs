@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use mcc_catalog::limits::is_dns_label;
 use mcc_executor::{Address, ExecutorClient, InProcess, Runtime};
 
 use super::CatalogSource;
@@ -175,15 +176,6 @@ impl PodRuntimeSettings {
         }
         Ok(())
     }
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 fn is_label_value(s: &str) -> bool {

@@ -208,14 +208,7 @@ fn given(value: &Option<String>) -> Option<&str> {
 
 /// A Kubernetes namespace name: a DNS-1123 label.
 fn check_namespace(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if ok {
+    if mcc_catalog::limits::is_dns_label(name) {
         Ok(())
     } else {
         Err(format!(
