@@ -2,7 +2,7 @@
 //! outcome (success, failure, error, and the denied attempts: unknown tool,
 //! unauthorized, invalid params, rate-limited). This module owns the event
 //! ([`AuditEvent`]) and handing it to the sinks ([`Auditor`]); [`sink`] owns writing
-//! (stdout JSON lines, a Redis stream).
+//! (stdout JSON lines, a Redis stream); [`read`] owns reading the stream back.
 //!
 //! What an event never holds: a credential (only its kind and, for an API key, its public
 //! `mcc_<prefix>`), an overridden param's value, an environment value, a session value.
@@ -14,6 +14,7 @@
 //! cannot write, is counted in `mcc_audit_events_dropped_total{sink,reason}` (and
 //! logged), never lost silently.
 
+pub mod read;
 pub mod sink;
 
 use std::sync::Arc;

@@ -20,6 +20,9 @@ use crate::metrics::Metrics;
 /// Events written to a sink in one go at most.
 const BATCH: usize = 256;
 
+/// The field of a stream entry that holds the event's JSON (the reader's too).
+pub const STREAM_FIELD: &str = "event";
+
 /// How long one Redis write may take before its batch counts as failed.
 pub const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -222,7 +225,7 @@ pub fn redis_stream(
                     .arg("~")
                     .arg(settings.max_len)
                     .arg("*")
-                    .arg("event")
+                    .arg(STREAM_FIELD)
                     .arg(line.as_ref())
                     .ignore();
             }
