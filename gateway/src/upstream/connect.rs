@@ -15,7 +15,7 @@ use mcc_catalog::upstream::{Discovered, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::service::{ClientCacheConfig, NotificationContext, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
@@ -129,13 +129,19 @@ pub async fn connect(
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,
     };
-    tokio::time::timeout(
+    let session = tokio::time::timeout(
         CONNECT_TIMEOUT,
         handler.serve_with_lifecycle(transport, lifecycle),
     )
     .await
     .map_err(|_| ConnectError::Timeout(CONNECT_TIMEOUT))?
-    .map_err(|e| ConnectError::Connect(e.to_string()))
+    .map_err(|e| ConnectError::Connect(e.to_string()))?;
+    // rmcp caches list results by the server's TTL hints and serves a stale list when a
+    // re-fetch fails: discovery must see the upstream as it is, and fail when it fails.
+    session
+        .set_response_cache_config(ClientCacheConfig::disabled())
+        .await;
+    Ok(session)
 }
 
 /// Lists every tool of the upstream, page by page, within `MAX_PAGES` pages and
