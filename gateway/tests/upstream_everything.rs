@@ -338,3 +338,46 @@ async fn an_upstream_that_goes_away_keeps_its_tools_and_comes_back() {
     server.stop().await;
     everything.stop().await;
 }
+
+/// Semantic search ranks upstream tools as it ranks local ones: a sentence sharing no
+/// word with the tool finds it once the embeddings are built (skipped, loudly, where no
+/// local model is installed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_tools_are_found_by_meaning() {
+    let Some(everything) = Everything::start().await else {
+        return;
+    };
+    let server = gateway("dev-admin", &everything).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let status: Value = http_client()
+            .get(format!("{}/readyz", server.base))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if status["search"]["semantic"] == true {
+            break;
+        }
+        if status["search"]["building"] != true || Instant::now() > deadline {
+            eprintln!("SKIPPED: no semantic search on this machine (no local model): {status}");
+            server.stop().await;
+            everything.stop().await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let client = stateless(&server.url, TestClient::plain()).await;
+    let found = call_text(
+        &client,
+        "search",
+        json!({"query": "arithmetic total of a pair"}),
+    )
+    .await;
+    assert_eq!(keys_of(&found)[0], "public.ev_get-sum", "{found}");
+    client.cancel().await.unwrap();
+    server.stop().await;
+    everything.stop().await;
+}
