@@ -94,15 +94,27 @@ impl Runtime for ExecutorClient {
         let mut stream = tokio::io::BufReader::new(stream);
         // A refusal is written before the executor reads anything: when the request does
         // not fit the socket's buffer the write fails, and the answer says why.
-        let sent = wire::write_run(stream.get_mut(), request).await;
-        let answer = match (
-            wire::read_reply(&mut stream, request.max_output).await,
-            sent,
-        ) {
-            (Ok(answer), _) => answer,
-            (Err(_), Err(e)) | (Err(e), Ok(())) => return Err(broken(e)),
+        let sink = crate::progress::current_sink();
+        let sent = wire::write_run(stream.get_mut(), request, sink.is_some()).await;
+        let answer = loop {
+            match (
+                wire::read_reply(&mut stream, request.max_output).await,
+                &sent,
+            ) {
+                (Ok(wire::Answer::Progress(report)), _) => {
+                    if let Some(sink) = &sink {
+                        sink.send_replace(Some(report));
+                    }
+                }
+                (Ok(answer), _) => break answer,
+                (Err(_), Err(e)) => {
+                    return Err(broken(std::io::Error::new(e.kind(), e.to_string())));
+                }
+                (Err(e), Ok(())) => return Err(broken(e)),
+            }
         };
         match answer {
+            wire::Answer::Progress(_) => unreachable!("read on above"),
             wire::Answer::Finished(finished) => Ok(finished),
             wire::Answer::Failed(e) => Err(e),
             wire::Answer::Refused { uid } => Err(self.refused(uid)),

@@ -13,6 +13,8 @@
 //!   gateway's side. [`server`] serves only the gateway's uid, bounds how long a request
 //!   may take to arrive, and runs each call in a session of its own; [`wire`] is the
 //!   framing both speak; [`reaper`] kills and reaps what a call left behind.
+//! - [`progress`]: a tool's own progress reports (`MCC_PROGRESS_FILE`), apart from its
+//!   output, for a caller that set a sink around the run;
 //! - [`podio`]: the pod runtime's boundary — the call in a per-call Secret, the result
 //!   as one line of the container log; `mcc-executor pod-run` is the runner in the Pod.
 //!
@@ -24,6 +26,7 @@ pub mod client;
 pub mod limits;
 pub mod podio;
 pub mod process;
+pub mod progress;
 pub mod reaper;
 pub mod runtime;
 pub mod server;

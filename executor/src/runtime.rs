@@ -19,6 +19,7 @@ use mcc_catalog::introspect::find_python;
 
 use crate::limits::Rlimits;
 use crate::process::{self, Finished, Leader, Spec};
+use crate::progress;
 
 /// One process to run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -151,7 +152,22 @@ impl Runtime for InProcess {
     }
 
     async fn run(&self, request: &Request) -> Result<Finished, RunError> {
-        let (env, cwd) = self.resolve(request)?;
+        let (mut env, cwd) = self.resolve(request)?;
+        // The tool's own progress, when the caller wants it ([`crate::progress`]).
+        let sink = crate::progress::current_sink();
+        let file = match &sink {
+            Some(_) => match progress::File::create(&std::env::temp_dir()) {
+                Ok(file) => Some(file),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no progress file for this call");
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Some(file) = &file {
+            env.insert(progress::ENV.to_string(), file.path().display().to_string());
+        }
         let not_found = || RunError::NotFound {
             program: request.program.clone(),
         };
@@ -174,15 +190,25 @@ impl Runtime for InProcess {
             timeout: request.timeout,
             max_output: request.max_output,
         };
-        process::run_as(&spec, self.leader)
-            .await
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound if is_path => not_found(),
-                _ => RunError::Spawn {
-                    program: program.display().to_string(),
-                    reason: e.to_string(),
-                },
-            })
+        let run = process::run_as(&spec, self.leader);
+        let ran = match (&file, &sink) {
+            (Some(file), Some(sink)) => {
+                let ran = tokio::select! {
+                    ran = run => ran,
+                    () = file.follow(sink) => unreachable!("follows forever"),
+                };
+                file.publish(sink);
+                ran
+            }
+            _ => run.await,
+        };
+        ran.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound if is_path => not_found(),
+            _ => RunError::Spawn {
+                program: program.display().to_string(),
+                reason: e.to_string(),
+            },
+        })
     }
 
     async fn check(&self) -> Result<(), String> {

@@ -293,8 +293,9 @@ async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>,
     let (rd, mut wr) = stream.into_split();
     // Frames are read in small pieces: buffer them into few syscalls.
     let mut rd = tokio::io::BufReader::new(rd);
-    let request = match tokio::time::timeout(wait, wire::read_message(&mut rd)).await {
-        Ok(Ok(Message::Run(request))) => *request,
+    let (request, reporting) = match tokio::time::timeout(wait, wire::read_message(&mut rd)).await {
+        Ok(Ok(Message::Run(request))) => (*request, false),
+        Ok(Ok(Message::RunReporting(request))) => (*request, true),
         Ok(Ok(Message::Ping)) => {
             let _ = wire::write_pong(&mut wr).await;
             return;
@@ -319,9 +320,12 @@ async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>,
         },
         () = hangup(&mut rd) => return,
     };
-    let result = tokio::select! {
-        result = runtime.run(&request) => Some(result),
-        () = hangup(&mut rd) => None,
+    let result = match reporting {
+        false => tokio::select! {
+            result = runtime.run(&request) => Some(result),
+            () = hangup(&mut rd) => None,
+        },
+        true => run_reporting(runtime, &request, &mut rd, &mut wr).await,
     };
     // What the call left outside its process group dies before the answer, so a caller
     // that has its answer knows nothing of the call runs any more.
@@ -338,6 +342,34 @@ async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>,
     };
     if let Err(e) = wire::write_reply(&mut wr, result.as_ref()).await {
         tracing::debug!(error = %e, "executor: the caller left before the reply");
+    }
+}
+
+/// Runs `request` with its tool's progress reports written to the caller as they come;
+/// `None` when the caller hung up.
+async fn run_reporting(
+    runtime: &InProcess,
+    request: &crate::runtime::Request,
+    rd: &mut (impl AsyncReadExt + Unpin),
+    wr: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> Option<Result<crate::process::Finished, crate::runtime::RunError>> {
+    let (sink, mut reports) = tokio::sync::watch::channel(None);
+    let run = crate::progress::SINK.scope(sink, runtime.run(request));
+    tokio::pin!(run);
+    let mut hung_up = std::pin::pin!(hangup(rd));
+    loop {
+        tokio::select! {
+            result = &mut run => return Some(result),
+            () = &mut hung_up => return None,
+            Ok(()) = reports.changed() => {
+                let report = reports.borrow_and_update().clone();
+                if let Some(report) = report
+                    && wire::write_progress(wr, &report).await.is_err()
+                {
+                    return None;
+                }
+            }
+        }
     }
 }
 

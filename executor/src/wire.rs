@@ -5,6 +5,10 @@
 //! executor → gateway   frame(JSON Reply)    [stdout, stdout tail, stderr, stderr tail]
 //! ```
 //!
+//! A run asked with [`Message::RunReporting`] may be answered with any number of
+//! [`Reply::Progress`] frames (the tool's own reports, [`crate::progress`]) before its
+//! final reply.
+//!
 //! A frame is a big-endian `u32` length and that many bytes (`u32::MAX`: no frame, for
 //! a missing stdin). The four output frames follow a `Finished` reply only. Closing the
 //! connection before the reply cancels the call: the executor kills the process group.
@@ -15,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::process::{Captured, Ending, Finished, TAIL};
+use crate::progress::Report;
 use crate::runtime::{Request, RunError};
 
 /// Largest JSON header (the environment, with the session context, is its bulk).
@@ -27,6 +32,8 @@ const NO_FRAME: u32 = u32::MAX;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Message {
     Run(Box<Request>),
+    /// A run whose tool's progress reports are wanted ([`Reply::Progress`]).
+    RunReporting(Box<Request>),
     /// Readiness and the `probe` command: answered with [`Reply::Pong`].
     Ping,
 }
@@ -34,6 +41,8 @@ pub enum Message {
 /// What the executor answers.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Reply {
+    /// The tool's newest progress report; the call goes on.
+    Progress(Report),
     Finished {
         ending: Ending,
         stdout_total: u64,
@@ -50,6 +59,7 @@ pub enum Reply {
 /// A [`Reply`] as the client uses it, the output frames read.
 #[derive(Debug)]
 pub enum Answer {
+    Progress(Report),
     Finished(Finished),
     Failed(RunError),
     Pong,
@@ -103,15 +113,31 @@ fn invalid(what: &str) -> std::io::Error {
 #[derive(Serialize)]
 enum MessageRef<'a> {
     Run(&'a Request),
+    RunReporting(&'a Request),
     Ping,
 }
 
-/// Sends a run and its stdin in one write.
+/// Sends a run and its stdin in one write; `reporting`: with the tool's progress.
 pub async fn write_run(
     w: &mut (impl AsyncWrite + Unpin),
     request: &Request,
+    reporting: bool,
 ) -> std::io::Result<()> {
-    write(w, &MessageRef::Run(request), request.stdin.as_deref()).await
+    let message = match reporting {
+        true => MessageRef::RunReporting(request),
+        false => MessageRef::Run(request),
+    };
+    write(w, &message, request.stdin.as_deref()).await
+}
+
+/// Sends one progress report of a running call.
+pub async fn write_progress(
+    w: &mut (impl AsyncWrite + Unpin),
+    report: &Report,
+) -> std::io::Result<()> {
+    w.write_all(&encode(&Reply::Progress(report.clone())))
+        .await?;
+    w.flush().await
 }
 
 pub async fn write_ping(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
@@ -133,7 +159,7 @@ async fn write(
 pub async fn read_message(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Message> {
     let mut message: Message = read_json(r).await?;
     let stdin = read_frame(r, MAX_STDIN).await?;
-    if let Message::Run(request) = &mut message {
+    if let Message::Run(request) | Message::RunReporting(request) = &mut message {
         request.stdin = stdin;
     }
     Ok(message)
@@ -196,6 +222,7 @@ pub async fn read_reply(
     max_output: usize,
 ) -> std::io::Result<Answer> {
     match read_json::<Reply>(r).await? {
+        Reply::Progress(report) => Ok(Answer::Progress(report)),
         Reply::Pong => Ok(Answer::Pong),
         Reply::Refused { uid } => Ok(Answer::Refused { uid }),
         Reply::Failed(e) => Ok(Answer::Failed(e)),

@@ -175,3 +175,55 @@ async fn json_responses_turn_to_sse_only_for_a_progress_token() {
     assert!(body.contains("done"), "{body}");
     server.stop().await;
 }
+
+/// A tool that reports its own progress through `MCC_PROGRESS_FILE`, then prints.
+const REPORTING: &str = "echo '1/4 copying' >> \"$MCC_PROGRESS_FILE\"; sleep 1; \
+    echo '3/4 almost there' >> \"$MCC_PROGRESS_FILE\"; sleep 1; echo done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_reports_its_own_progress_in_process_and_through_the_executor() {
+    for through_executor in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = settings(dir.path(), "dev-admin", Some(&redis_url()));
+        let _executor = through_executor.then(|| {
+            let socket = dir.path().join("run/executor.sock");
+            std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+            let runtime = mcc_executor::InProcess::new(vec![(
+                "PATH".into(),
+                std::env::var("PATH").unwrap_or_default(),
+            )]);
+            let address = mcc_executor::Address::Path(socket.clone());
+            let listener = mcc_executor::server::bind(&address).unwrap();
+            settings.execution.runtime = mcc_gateway::config::RuntimeKind::Executor;
+            settings.execution.executor_socket = socket.display().to_string();
+            tokio::spawn(mcc_executor::server::serve(listener, runtime, 4))
+        });
+        let server = start_with(settings, dir).await;
+        let listener = Listener::default();
+        let heard = listener.heard.clone();
+        let client = connect(&server.url, false, listener).await;
+
+        let result = client.call_tool(call(REPORTING, Some("p"))).await.unwrap();
+        // The reports are not output.
+        assert_eq!(text(&result), "done\n", "executor={through_executor}");
+        let heard = heard.lock().unwrap().clone();
+        let said = |needle: &str| {
+            heard
+                .iter()
+                .find(|p| p.message.as_deref().is_some_and(|m| m.contains(needle)))
+                .cloned()
+        };
+        let first = said("copying (1/4)").unwrap_or_else(|| panic!("{heard:?}"));
+        let second = said("almost there (3/4)").unwrap_or_else(|| panic!("{heard:?}"));
+        // progress/total is the tool's fraction.
+        let fraction = |p: &ProgressNotificationParam| p.progress / p.total.unwrap();
+        assert!((fraction(&first) - 0.25).abs() < 1e-9, "{first:?}");
+        assert!((fraction(&second) - 0.75).abs() < 1e-9, "{second:?}");
+        assert!(
+            heard.windows(2).all(|w| w[0].progress < w[1].progress),
+            "{heard:?}"
+        );
+        client.cancel().await.unwrap();
+        server.stop().await;
+    }
+}

@@ -58,7 +58,7 @@ pub async fn execute(
     log: &CallLog,
 ) -> CallToolResponse {
     let started = Instant::now();
-    let _progress = super::progress::start(ctx, &args.key);
+    let progress = super::progress::start(ctx, &args.key);
     let key = crate::telemetry::spans::bounded(&args.key);
     log.info(format!("execute {key} started")).await;
     let params = args.params.unwrap_or_default();
@@ -82,7 +82,12 @@ pub async fn execute(
         session: args.session.as_deref(),
         cancel: Some(ctx.ct.clone()),
     };
-    let executed = pipeline::execute(shared, call, request, &McpAsk { ctx, answers }).await;
+    let ask = McpAsk { ctx, answers };
+    let run = pipeline::execute(shared, call, request, &ask);
+    let executed = match &progress {
+        Some(progress) => progress.scope(run).await,
+        None => run.await,
+    };
     if let Executed::Ran(ran) = &executed {
         log.debug(format!(
             "execute {key}: exit code {}, {} bytes{}{}",
