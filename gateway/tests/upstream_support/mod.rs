@@ -40,6 +40,9 @@ fn installed_version() -> Option<String> {
 
 /// Installs the pinned package unless it is there; `false` when npm could not.
 fn ensure_installed() -> bool {
+    // The tests of one binary run in parallel: one npm install at a time.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     if installed_version().as_deref() == Some(VERSION) && entry_point().exists() {
         return true;
     }
@@ -53,8 +56,13 @@ fn ensure_installed() -> bool {
     match status {
         Ok(s) if s.success() => entry_point().exists(),
         other => {
-            eprintln!(
-                "SKIPPED: cannot install @modelcontextprotocol/server-everything@{VERSION} with npm ({other:?}); the upstream tests did not run"
+            // Straight to the process's stderr: the test harness captures eprintln!.
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!(
+                    "SKIPPED: cannot install @modelcontextprotocol/server-everything@{VERSION} with npm ({other:?}); the upstream tests did not run\n"
+                )
+                .as_bytes(),
             );
             false
         }
