@@ -274,13 +274,7 @@ async fn a_closed_stream_without_event_ids_cancels_the_call() {
     let http = http_client();
     let url = server.url.clone();
     let call = tokio::spawn(async move {
-        http.post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "execute")
-            .body(body.to_string())
+        modern_execute(&http, &url, &body)
             .send()
             .await
             .map(|r| r.status().as_u16())

@@ -135,14 +135,7 @@ async fn modern_raw(url: &str, token: Option<&str>) -> (String, String) {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "execute", "_meta": meta,
         "arguments": {"key": "admin.shell", "params": {"command": "sleep 2.5; echo done"}}}});
-    let resp = http_client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", "execute")
-        .body(body.to_string())
+    let resp = modern_execute(&http_client(), url, &body)
         .send()
         .await
         .unwrap();

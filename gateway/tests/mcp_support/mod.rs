@@ -379,6 +379,18 @@ fn messages(body: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A raw 2026-07-28 `tools/call` of `execute` (sessionless), ready to send: `body` must
+/// carry the protocol version in its `_meta`.
+pub fn modern_execute(http: &reqwest::Client, url: &str, body: &Value) -> reqwest::RequestBuilder {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "execute")
+        .body(body.to_string())
+}
+
 /// The legacy handshake over raw HTTP; returns the session id.
 pub async fn raw_initialize(http: &reqwest::Client, url: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
