@@ -2,6 +2,14 @@
 
 use crate::tool::User;
 
+/// The group whose members may run every tool and read the audit trail.
+pub const ADMIN_GROUP: &str = "admin";
+
+/// Whether `user` is an administrator (a member of [`ADMIN_GROUP`]).
+pub fn is_admin(user: &User) -> bool {
+    user.in_group(ADMIN_GROUP)
+}
+
 /// MCC's access rule, first match wins:
 /// 1. a tool without groups or in `public` is open to everyone, anonymous included;
 /// 2. otherwise an anonymous caller is denied;
@@ -14,7 +22,7 @@ pub fn allows(tool_groups: &[String], tool_key: &str, user: Option<&User>) -> bo
         return true;
     }
     let Some(user) = user else { return false };
-    user.in_group("admin")
+    is_admin(user)
         || tool_groups.iter().any(|g| user.in_group(g))
         || user.tools.iter().any(|t| t == tool_key)
 }

@@ -74,6 +74,9 @@ pub enum Command {
     /// on stdout (what `mcc-operator convert` does).
     #[command(alias = "convert")]
     Import(ImportArgs),
+    /// The audit trail: execute and search events, filtered, as a table, JSON lines,
+    /// JSON or CSV (the settings' Redis stream, or a gateway's GET /v1/audit with --url).
+    Audit(crate::audit::AuditArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]

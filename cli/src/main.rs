@@ -1,10 +1,11 @@
 //! `mcc`: one command for people. Wiring only: the arguments ([`args`]) are dispatched to
 //! the module of each concern — [`tool`] (list, info, call; through [`local`] tool files
-//! or a [`remote`] gateway), [`install`] (MCP client configuration), [`keys`] (API keys
+//! or a [`remote`] gateway), [`audit`] (the audit trail), [`install`] (MCP client configuration), [`keys`] (API keys
 //! of a users file or a UserGrant), `check` and `import` (the gateway's and the
 //! operator's own library functions).
 
 mod args;
+mod audit;
 mod install;
 mod keys;
 mod local;
@@ -71,6 +72,7 @@ fn run(command: Command, format: output::Format) -> anyhow::Result<ExitCode> {
             print!("{}", converted.to_yaml()?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Audit(a) => runtime()?.block_on(audit::run(a, format)),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "mcc", &mut std::io::stdout());

@@ -67,6 +67,15 @@ impl Default for AuditSettings {
 }
 
 impl AuditSettings {
+    /// The Redis of the stream: `audit.redis_url`, else the session store's (as the
+    /// gateway connects it).
+    pub fn stream_redis_url<'a>(
+        &'a self,
+        session: &'a crate::session::SessionSettings,
+    ) -> Option<&'a str> {
+        self.redis_url.as_deref().or_else(|| session.redis_url())
+    }
+
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.queue_size == 0 {
             return Err(("audit.queue_size", "must be greater than 0".into()));
@@ -94,7 +103,7 @@ impl AuditSettings {
 pub const MAX_TOOL_BYTES: usize = 512;
 
 /// One audited `search` or `execute`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct AuditEvent {
     /// UTC, RFC 3339 with milliseconds.
     pub time: String,
@@ -125,6 +134,7 @@ pub struct AuditEvent {
     pub params_hash: Option<String>,
     /// The caller's params (`audit.params: true`; overridden ones excluded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
     pub params: Option<Map<String, Value>>,
     /// `search`: the query and `min_score`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +200,8 @@ pub fn chosen_params(tool: &Tool, params: &Map<String, Value>) -> Map<String, Va
 #[derive(Clone)]
 pub struct Auditor {
     inner: Option<Arc<Inner>>,
+    /// The Redis stream events go to, for reading back (`GET /v1/audit`).
+    stream: Option<read::Stream>,
 }
 
 struct Inner {
@@ -213,7 +225,16 @@ impl std::fmt::Debug for Auditor {
 impl Auditor {
     /// Records nothing.
     pub fn off() -> Self {
-        Self { inner: None }
+        Self {
+            inner: None,
+            stream: None,
+        }
+    }
+
+    /// The Redis stream of `audit.stream`, when there is one (also with `enabled: false`:
+    /// what it already holds can still be read).
+    pub fn stream(&self) -> Option<&read::Stream> {
+        self.stream.as_ref()
     }
 
     /// The sinks `settings` configure (the stream over `redis`, when given), each with
@@ -223,8 +244,15 @@ impl Auditor {
         redis: Option<crate::redis_conn::Conn>,
         metrics: &Metrics,
     ) -> Self {
+        let stream = match (&settings.stream, &redis) {
+            (Some(key), Some(conn)) => Some(read::Stream::new(key.clone(), conn.clone())),
+            _ => None,
+        };
         if !settings.enabled {
-            return Self::off();
+            return Self {
+                inner: None,
+                stream,
+            };
         }
         let mut sinks = Vec::new();
         if settings.stdout {
@@ -247,7 +275,10 @@ impl Auditor {
             ),
             _ => {}
         }
-        Self::with_sinks(sinks, settings.params, metrics)
+        Self {
+            stream,
+            ..Self::with_sinks(sinks, settings.params, metrics)
+        }
     }
 
     /// An auditor over given sinks (tests add their own, see [`sink::channel`]).
@@ -259,6 +290,7 @@ impl Auditor {
                 metrics: metrics.clone(),
                 warned: sink::Throttle::default(),
             })),
+            stream: None,
         }
     }
 

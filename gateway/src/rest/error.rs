@@ -17,7 +17,7 @@ use crate::ratelimit::RateLimited;
 pub struct ErrorBody {
     /// `not_found`, `invalid_params`, `invalid_body`, `invalid_query`, `not_acceptable`,
     /// `unsupported_media_type`, `forbidden`, `rate_limited`, `unavailable`, `busy`,
-    /// `session`, `not_authenticated`, `bad_output` or `error`.
+    /// `session`, `not_authenticated`, `bad_output`, `not_configured` or `error`.
     pub error: String,
     /// What is wrong, in words.
     pub message: String,
@@ -78,6 +78,12 @@ pub enum ApiError {
     /// The gateway's own failure (the text says which part).
     #[error("{0}")]
     Internal(String),
+    /// What the route serves is not set up on this gateway (the text names the setting).
+    #[error("{0}")]
+    NotConfigured(String),
+    /// A store the route reads (Redis) did not answer.
+    #[error("{0}")]
+    StoreUnavailable(String),
 }
 
 impl ApiError {
@@ -99,6 +105,8 @@ impl ApiError {
             ApiError::NotAuthenticated => StatusCode::UNAUTHORIZED,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::BadOutput(_) => StatusCode::BAD_GATEWAY,
+            ApiError::NotConfigured(_) => StatusCode::NOT_FOUND,
+            ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -118,6 +126,8 @@ impl ApiError {
             ApiError::NotAuthenticated => "not_authenticated",
             ApiError::Internal(_) => "error",
             ApiError::BadOutput(_) => "bad_output",
+            ApiError::NotConfigured(_) => "not_configured",
+            ApiError::StoreUnavailable(_) => "unavailable",
         }
     }
 

@@ -1,7 +1,8 @@
 //! The REST surface beside MCP, for people and scripts: `GET /v1/tools` (JSON, Markdown
 //! or HTML), `GET|POST /v1/tools/{key}` (describe, execute), `GET /v1/search`,
 //! `GET /v1/whoami`, and MCC's unversioned spellings of the same routes (`/tools`,
-//! `/tools/{key}`, `/search`, `/whoami`) as aliases. `GET /v1/openapi.json` serves the
+//! `/tools/{key}`, `/search`, `/whoami`) as aliases; `GET /v1/audit` (administrators:
+//! the audit trail, [`audit`]) has no alias (MCC has no such route). `GET /v1/openapi.json` serves the
 //! OpenAPI 3.1 document, generated from the handlers and their types by utoipa.
 //!
 //! This module owns the routes, their status codes and JSON shapes ([`types`],
@@ -13,6 +14,7 @@
 //! 404 exactly like an unknown key, and missing params are a 400 (no questions). What
 //! keeps browsers out is [`guard`] (rmcp's Host/Origin rules for `/mcp`, JSON POSTs).
 
+pub mod audit;
 pub mod error;
 pub mod format;
 pub mod guard;
@@ -57,6 +59,7 @@ pub const OPENAPI_PATH: &str = "/v1/openapi.json";
         (name = "tools", description = "List, describe and run the caller's tools"),
         (name = "search", description = "Find tools by what they do"),
         (name = "identity", description = "Who the caller is"),
+        (name = "audit", description = "The audit trail (members of the admin group)"),
         (name = "meta", description = "This document"),
     )
 )]
@@ -109,11 +112,15 @@ async fn openapi_json(State(doc): State<Arc<str>>) -> impl IntoResponse {
 /// count as their `/v1` twins), for the `path` label of the HTTP metrics; `None` for a
 /// path that is not a REST route.
 pub fn route_label(path: &str) -> Option<&'static str> {
+    if path == "/v1/audit" {
+        return Some("/v1/audit");
+    }
     let path = path.strip_prefix(PREFIX).unwrap_or(path);
     match path {
         "/tools" => Some("/v1/tools"),
         "/search" => Some("/v1/search"),
         "/whoami" => Some("/v1/whoami"),
+
         "/openapi.json" => Some(OPENAPI_PATH),
         p if p
             .strip_prefix("/tools/")
@@ -135,17 +142,30 @@ fn api() -> (Router<RestState>, Document) {
         .split_for_parts()
 }
 
+/// The authenticated routes served only under [`PREFIX`] (paths without it).
+fn api_v1_only() -> (Router<RestState>, Document) {
+    OpenApiRouter::new()
+        .routes(routes!(audit::read_audit))
+        .split_for_parts()
+}
+
 /// The OpenAPI document of every REST route: the versioned ones, MCC's aliases (marked
 /// deprecated, operation ids prefixed `mcc_`) and the document's own route.
 pub fn document() -> Document {
     let (_, api) = api();
+    let (_, v1_only) = api_v1_only();
     let (_, own) = OpenApiRouter::<Arc<str>>::new()
         .routes(routes!(openapi_json))
         .split_for_parts();
     let mut doc = ApiDoc::openapi().merge_from(own);
     let components = doc.components.get_or_insert_with(Default::default);
-    if let Some(schemas) = api.components.map(|c| c.schemas) {
-        components.schemas.extend(schemas);
+    for part in [&api, &v1_only] {
+        if let Some(c) = &part.components {
+            components.schemas.extend(c.schemas.clone());
+        }
+    }
+    for (path, item) in v1_only.paths.paths {
+        doc.paths.paths.insert(format!("{PREFIX}{path}"), item);
     }
     for (path, item) in api.paths.paths {
         let mut alias = item.clone();
@@ -193,6 +213,7 @@ pub fn router(
         allowed_origins: server.allowed_origins.clone().into(),
     };
     let (api, _) = api();
+    let (v1_only, _) = api_v1_only();
     let doc: Arc<str> = match serde_json::to_string_pretty(&document()) {
         Ok(text) => text.into(),
         Err(e) => {
@@ -200,7 +221,7 @@ pub fn router(
         }
     };
     let authenticated = Router::new()
-        .nest(PREFIX, api.clone())
+        .nest(PREFIX, api.clone().merge(v1_only))
         .merge(api)
         .layer(DefaultBodyLimit::max(server.max_request_body))
         .layer(middleware::from_fn_with_state(
@@ -244,6 +265,7 @@ mod tests {
             "/v1/search",
             "/v1/whoami",
             "/v1/openapi.json",
+            "/v1/audit",
             "/tools",
             "/tools/{key}",
             "/search",
@@ -259,5 +281,10 @@ mod tests {
             "execute_tool"
         );
         assert!(json["components"]["schemas"]["ExecuteResult"].is_object());
+        assert!(json["components"]["schemas"]["AuditPage"].is_object());
+        assert!(
+            !paths.contains(&"/audit"),
+            "the audit route has no MCC alias"
+        );
     }
 }
