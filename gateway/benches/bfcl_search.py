@@ -22,7 +22,8 @@ THE SPLIT (fixed before any tuning; never change it): a question whose id's SHA-
 read as a big-endian integer, is 0 modulo 5 belongs to the tuning split (about 20 %);
 every other question is held out. Only held-out figures count.
 
-Options: --gateway PATH (default $CARGO_TARGET_DIR/release/mcc-gateway), --model DIR,
+Options: --export DIR (the converted data for the in-process tuning aid
+`cargo test -p mcc-gateway --test relevance -- --ignored --nocapture bfcl_`), --gateway PATH (default $CARGO_TARGET_DIR/release/mcc-gateway), --model DIR,
 --modes keyword,hybrid, --out FILE.json, --self-test (the converter and the metrics on
 inline data: no download, no gateway).
 Needs: pip (to download the wheel once into ~/.cache/mcc/bfcl), `pip install "mcp>=2.3"`.
@@ -106,6 +107,10 @@ def tool_key_parts(name):
     return [], name.replace(".", "_")
 
 
+def key_of(groups, name):
+    return ".".join(groups + [name])
+
+
 def definition_id(fn):
     """Definitions equal in name, description and parameter names are one tool."""
     props = (fn.get("parameters") or {}).get("properties") or {}
@@ -127,7 +132,10 @@ def param_entry(pname, spec, required):
 def convert(sets):
     """(tools, questions): MCC tool entries (one per distinct definition) and the
     questions with their set, query, split and expected names."""
-    tools, seen, variants = [], {}, {}
+    tools, seen, used = [], {}, set()
+    # Keys of every function name as given, so a variant's key never takes one.
+    reserved = {key_of(*tool_key_parts(fn["name"])) for s in SETS for q in sets[s][0]
+                for fn in q["function"]}
     questions = []
     for s in SETS:
         qs, answers = sets[s]
@@ -138,9 +146,13 @@ def convert(sets):
                 if did in seen:
                     continue
                 groups, name = tool_key_parts(fn["name"])
-                n = variants[fn["name"]] = variants.get(fn["name"], 0) + 1
-                if n > 1:  # another definition under the same name: a distinct key
-                    name = f"{name}_v{n}"
+                base, n = name, 1
+                # Another definition under a name already used: `<name>__2`, … (never a
+                # key some function's own name has).
+                while key_of(groups, name) in used or (n > 1 and key_of(groups, name) in reserved):
+                    n += 1
+                    name = f"{base}__{n}"
+                used.add(key_of(groups, name))
                 params = fn.get("parameters") or {}
                 required = set(params.get("required") or [])
                 entry = {"name": name, "description": (fn.get("description") or "").strip(),
@@ -149,7 +161,7 @@ def convert(sets):
                          "exec": "exit 1"}
                 if groups:
                     entry["groups"] = groups
-                seen[did] = (".".join(groups + [name]), fn["name"])
+                seen[did] = (key_of(groups, name), fn["name"])
                 tools.append(entry)
             expected = {next(iter(call)) for call in truth[q["id"]]}
             questions.append({"id": q["id"], "set": s, "query": query_text(q),
@@ -320,15 +332,15 @@ def self_test():
         [{"id": "q1", "ground_truth": [{"math.factorial": {"n": [5]}}]},
          {"id": "q2", "ground_truth": [{"math.factorial": {"n": [5]}}]}])
     tools, questions, key_to_name = convert(sets)
-    assert [t["name"] for t in tools] == ["factorial", "factorial_v2"], tools
+    assert [t["name"] for t in tools] == ["factorial", "factorial__2"], tools
     assert tools[0]["groups"] == ["math"] and tools[0]["exec"] == "exit 1"
     assert tools[0]["params"] == [
         {"name": "n", "type": "int", "required": True, "description": "The number."},
         {"name": "mode", "type": "str", "required": False, "description": "One of: a, b."}]
-    assert key_to_name == {"math.factorial": "math.factorial", "math.factorial_v2": "math.factorial"}
+    assert key_to_name == {"math.factorial": "math.factorial", "math.factorial__2": "math.factorial"}
     assert questions[0]["query"] == "5!" and questions[0]["expected"] == ["math.factorial"]
     assert tool_key_parts("a.a.b") == ([], "a_a_b") and tool_key_parts("x") == ([], "x")
-    assert rank_of(["z", "math.factorial_v2"], {"math.factorial"}, key_to_name) == 2
+    assert rank_of(["z", "math.factorial__2"], {"math.factorial"}, key_to_name) == 2
     m = metrics([1, 2, None, 11])
     assert (m["r1"], m["r5"], round(m["mrr"], 3)) == (0.25, 0.5, 0.375), m
     assert sum(is_tune(f"id{i}") for i in range(10000)) in range(1900, 2100)
@@ -343,11 +355,21 @@ def main():
     ap.add_argument("--modes", default="keyword,hybrid")
     ap.add_argument("--out")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--export", metavar="DIR",
+                    help="write the tool file and questions.json to DIR and stop (for "
+                         "tests/relevance/bfcl.rs, the in-process tuning aid)")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
-    binary = gateway_proc.binary(args.gateway)
     tools, questions, key_to_name = convert(read_sets(wheel_path()))
+    if args.export:
+        os.makedirs(args.export, exist_ok=True)
+        with open(os.path.join(args.export, "bfcl-tools.yaml"), "w") as f:
+            json.dump({"tools": tools}, f, indent=1)
+        with open(os.path.join(args.export, "questions.json"), "w") as f:
+            json.dump({"questions": questions, "key_to_name": key_to_name}, f)
+        return print(f"wrote {args.export}/bfcl-tools.yaml and questions.json")
+    binary = gateway_proc.binary(args.gateway)
     tune = sum(q["tune"] for q in questions)
     print(f"bfcl-eval {BFCL_VERSION}: {len(questions)} questions ({tune} tune, "
           f"{len(questions) - tune} held out), {len(tools)} tools")

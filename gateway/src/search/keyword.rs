@@ -4,7 +4,9 @@
 //! Each tool is one document with weighted fields (key, name, groups, description,
 //! example, parameter names and descriptions). The analyzer splits on everything that is
 //! not a letter or digit (so `snake_case`, `dotted.keys` and `dash-names` become words),
-//! lowercases, drops a few English stop words and stems English.
+//! lowercases, drops a few English stop words and stems English. Before that, both tool
+//! text and queries get the parts of their camelCase words appended
+//! ([`with_identifier_parts`]: `getWeather` is also `get Weather`).
 //!
 //! Typo tolerance follows Elasticsearch's `fuzziness: AUTO`: a query word of 1–2
 //! characters must match exactly, 3–5 characters may be 1 edit away, longer words 2
@@ -62,7 +64,7 @@ pub const FIELD_WEIGHTS: [(&str, f32); 6] = [
     ("key", 0.25),
     ("groups", 0.5),
     ("description", 2.0),
-    ("params", 0.5),
+    ("params", 1.0),
     ("example", 0.2),
 ];
 
@@ -87,6 +89,41 @@ pub fn analyzer() -> TextAnalyzer {
         ))
         .filter(Stemmer::new(Language::English))
         .build()
+}
+
+/// `text` followed by the parts of each of its camelCase words (`getWeather` →
+/// `get Weather`, `HTTPServer` → `HTTP Server`, `ChaDri` → `Cha Dri`), so a tool named
+/// `getCurrentWeather` or a parameter `newIngredients` matches the words a person types.
+/// The whole word is kept too (it is what a query naming the tool holds). Unchanged
+/// (borrowed) when no word has parts.
+pub fn with_identifier_parts(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut parts = String::new();
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        let chars: Vec<char> = word.chars().collect();
+        let mut start = 0;
+        let mut split = false;
+        for i in 1..chars.len() {
+            let (prev, c) = (chars[i - 1], chars[i]);
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = c.is_uppercase()
+                && (prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower));
+            if boundary {
+                parts.extend(&chars[start..i]);
+                parts.push(' ');
+                start = i;
+                split = true;
+            }
+        }
+        if split {
+            parts.extend(&chars[start..]);
+            parts.push(' ');
+        }
+    }
+    if parts.is_empty() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(format!("{text}\n{}", parts.trim_end()))
+    }
 }
 
 /// The analyzed terms of `text`, in order, duplicates kept.
@@ -115,6 +152,11 @@ fn tantivy_err(what: &str) -> impl Fn(tantivy::TantivyError) -> SearchError + '_
 impl KeywordIndex {
     /// Indexes `tools`; document `i` is `tools[i]`.
     pub fn build(tools: &[Tool]) -> Result<Self, SearchError> {
+        Self::build_weighted(tools, FIELD_WEIGHTS.map(|(_, w)| w))
+    }
+
+    /// [`Self::build`] with other field weights (in [`FIELD_WEIGHTS`] order), for tuning.
+    pub fn build_weighted(tools: &[Tool], weights: [f32; 6]) -> Result<Self, SearchError> {
         let text = TextOptions::default().set_indexing_options(
             TextFieldIndexing::default()
                 .set_tokenizer(ANALYZER)
@@ -123,9 +165,10 @@ impl KeywordIndex {
         let mut schema = Schema::builder();
         let fields: Vec<WeightedField> = FIELD_WEIGHTS
             .iter()
-            .map(|(name, weight)| WeightedField {
+            .zip(weights)
+            .map(|((name, _), weight)| WeightedField {
                 field: schema.add_text_field(name, text.clone()),
-                weight: *weight,
+                weight,
             })
             .collect();
         let ord = schema.add_u64_field(ORD_FIELD, FAST);
@@ -219,7 +262,7 @@ impl KeywordIndex {
     /// [`MAX_QUERY_WORDS`]).
     pub fn query_words(&self, text: &str) -> BTreeSet<String> {
         let mut words = BTreeSet::new();
-        for word in analyze(&mut self.analyzer.clone(), text) {
+        for word in analyze(&mut self.analyzer.clone(), &with_identifier_parts(text)) {
             if words.len() == MAX_QUERY_WORDS {
                 break;
             }
@@ -300,6 +343,7 @@ pub(crate) fn document_texts(tool: &Tool) -> [String; 6] {
         params.join("\n"),
         tool.example.clone(),
     ]
+    .map(|text| with_identifier_parts(&text).into_owned())
 }
 
 #[cfg(test)]
@@ -313,6 +357,21 @@ mod tests {
             analyze(&mut a, "list_pods k8s.Deployments re-starting the Services"),
             ["list", "pod", "k8s", "deploy", "re", "start", "servic"]
         );
+    }
+
+    #[test]
+    fn camel_case_words_add_their_parts() {
+        assert_eq!(
+            with_identifier_parts("getWeather HTTPServer ChaDri.change_drink k8s plain"),
+            "getWeather HTTPServer ChaDri.change_drink k8s plain\nget Weather HTTP Server Cha Dri"
+        );
+        assert!(matches!(
+            with_identifier_parts("list_pods k8s.restart"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        let mut a = analyzer();
+        let words = analyze(&mut a, &with_identifier_parts("newIngredients"));
+        assert_eq!(words, ["newingredi", "new", "ingredi"]);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! for the semantic and hybrid parts (scripts/fetch-model.sh); without them only the
 //! keyword floor is checked and the test says so.
 
+mod bfcl;
 mod eval;
 mod tune;
 
