@@ -110,7 +110,7 @@ fn reads_the_trail_from_redis_and_through_the_gateway() {
     };
     assert_eq!(all.len(), 5, "{all:#?}");
     // Newest first.
-    assert_eq!(all[0]["params_hash"].is_string(), true);
+    assert!(all[0]["params_hash"].is_string(), "{all:#?}");
     assert_eq!(all[0]["user"], "bob");
     assert_eq!(all[4]["tool"], "public.echo");
     let text = serde_json::to_string(&all).unwrap();
