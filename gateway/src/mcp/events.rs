@@ -11,13 +11,14 @@
 //! notification by a gap), and disappears [`Bounds::ttl`] after its last event.
 //!
 //! A stream is bound to its session: a call's stream when its POST answers
-//! ([`EventStore::bind`]), the standalone stream by its name (`<session>:common`, rmcp's).
+//! ([`SessionEvents::bind`]), the standalone stream by its name (rmcp's
+//! `<session>:common`).
 //! A resume with another session's event id replays nothing. The 2026-07-28 generation
 //! has no sessions and keeps no events (its closed stream cancels the call:
 //! docs/execution.md).
 //!
 //! All keys of one stream share one Redis hash slot (`{<stream>}`), and are spelled in
-//! one place, [`StreamKeys`]. A store that fails (Redis down) never fails the send: the
+//! one place, `StreamKeys`. A store that fails (Redis down) never fails the send: the
 //! event goes out with an id no replica can resume from.
 
 use std::sync::Arc;
