@@ -249,8 +249,16 @@ mod tests {
         assert_eq!(route_label("/tools/admin.shell"), Some("/v1/tools/{key}"));
         assert_eq!(route_label("/search"), Some("/v1/search"));
         assert_eq!(route_label("/v1/openapi.json"), Some(OPENAPI_PATH));
+        assert_eq!(route_label("/v1/audit"), Some("/v1/audit"));
         assert_eq!(route_label("/openapi.json"), Some(OPENAPI_PATH));
-        for other in ["/v1/tools/a/b", "/v1", "/v1/nothing", "/tools/", "/mcp"] {
+        for other in [
+            "/v1/tools/a/b",
+            "/v1",
+            "/v1/nothing",
+            "/tools/",
+            "/mcp",
+            "/audit",
+        ] {
             assert_eq!(route_label(other), None, "{other}");
         }
     }
