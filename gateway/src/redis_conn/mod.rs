@@ -181,20 +181,79 @@ impl LazySingle {
     }
 }
 
+impl Conn {
+    /// Runs `write` (a command on `key`), then `WAIT replicas timeout` where it ran, so
+    /// its answer comes with how many replicas hold the write. One server or Sentinel:
+    /// one pipeline on the one connection. Cluster: the write routed by its key (slot
+    /// moves followed), then `WAIT` sent to the master of the key's slot.
+    pub async fn write_and_wait<T: redis::FromRedisValue>(
+        &self,
+        key: &str,
+        write: Cmd,
+        replicas: u32,
+        timeout: Duration,
+    ) -> RedisResult<(T, u32)> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        match &*self.0 {
+            ConnKind::Cluster(c) => {
+                let mut conn = c.get().await?;
+                let answer: T = write.query_async(&mut conn).await?;
+                let route = redis::cluster_routing::RoutingInfo::SingleNode(
+                    redis::cluster_routing::SingleNodeRoutingInfo::SpecificNode(
+                        redis::cluster_routing::Route::with_key(
+                            key,
+                            redis::cluster_routing::SlotAddr::Master,
+                        ),
+                    ),
+                );
+                match conn.route_command(wait, route).await {
+                    Ok(reached) => Ok((answer, redis::from_redis_value(reached)?)),
+                    Err(e) => {
+                        c.reset();
+                        Err(e)
+                    }
+                }
+            }
+            _ => {
+                redis::pipe()
+                    .add_command(write)
+                    .add_command(wait)
+                    .query_async(&mut self.clone())
+                    .await
+            }
+        }
+    }
+}
+
 /// The cluster connection, made on first use (the gateway starts while the cluster is
-/// down) and then kept: it follows slot moves and failovers by itself.
+/// down) and then kept: it follows slot moves and failovers by itself for commands
+/// routed by key. A command routed by hand (`WAIT` to a slot's master) is not followed,
+/// so its failure drops the connection ([`Self::reset`]) and the next call discovers
+/// the slots anew.
 #[derive(Clone)]
 struct LazyCluster {
     client: ClusterClient,
-    conn: Arc<tokio::sync::OnceCell<ClusterConnection>>,
+    conn: Arc<arc_swap::ArcSwapOption<ClusterConnection>>,
+    making: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl LazyCluster {
     async fn get(&self) -> RedisResult<ClusterConnection> {
-        self.conn
-            .get_or_try_init(|| self.client.get_async_connection())
-            .await
-            .cloned()
+        if let Some(conn) = self.conn.load_full() {
+            return Ok((*conn).clone());
+        }
+        let _making = self.making.lock().await;
+        if let Some(conn) = self.conn.load_full() {
+            return Ok((*conn).clone());
+        }
+        let conn = self.client.get_async_connection().await?;
+        self.conn.store(Some(Arc::new(conn.clone())));
+        Ok(conn)
+    }
+
+    fn reset(&self) {
+        self.conn.store(None);
     }
 }
 
@@ -252,7 +311,8 @@ impl Redis {
             }
             Topology::Cluster => ConnKind::Cluster(LazyCluster {
                 client: cluster_client(&target, certs.clone(), timeout, None).map_err(invalid)?,
-                conn: Arc::new(tokio::sync::OnceCell::new()),
+                conn: Arc::new(arc_swap::ArcSwapOption::empty()),
+                making: Arc::new(tokio::sync::Mutex::new(())),
             }),
         };
         Ok(Self {

@@ -185,11 +185,12 @@ impl RedisStore {
         replace_all: bool,
     ) -> Result<(), SessionError> {
         // EVAL rather than EVALSHA: the script is small, and this needs no script cache.
+        let key = scope.key(&self.prefix);
         let mut invocation = redis::cmd("EVAL");
         invocation
             .arg(WRITE_SCRIPT)
             .arg(1)
-            .arg(scope.key(&self.prefix))
+            .arg(&key)
             .arg(self.ttl_secs())
             .arg(self.limits.max_vars)
             .arg(self.limits.max_bucket_bytes)
@@ -206,15 +207,11 @@ impl RedisStore {
                 .query_async(&mut self.conn.clone())
                 .await
                 .map_err(unavailable)?,
-            // One pipeline, so WAIT runs on the connection (and in a Cluster the node)
-            // that took the write.
+            // WAIT where the write ran (the connection; in a Cluster the key's master).
             Some(wait) => {
-                let ((verdict, amount), reached): ((String, usize), u32) = redis::pipe()
-                    .add_command(invocation)
-                    .cmd("WAIT")
-                    .arg(wait.replicas)
-                    .arg(wait.timeout.as_millis() as u64)
-                    .query_async(&mut self.conn.clone())
+                let ((verdict, amount), reached): ((String, usize), u32) = self
+                    .conn
+                    .write_and_wait(&key, invocation, wait.replicas, wait.timeout)
                     .await
                     .map_err(unavailable)?;
                 if verdict == "ok" && reached < wait.replicas {
