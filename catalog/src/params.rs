@@ -137,7 +137,7 @@ pub fn validate(
 /// JSON Pointer of the value (`/count`), or `(arguments)` for the whole object.
 fn validate_upstream(
     tool: &Tool,
-    input_schema: &Value,
+    input_schema: &crate::upstream::InputSchema,
     given: &Map<String, Value>,
 ) -> Result<(), ValidationError> {
     crate::upstream::validate_arguments(input_schema, given).map_err(|problems| ValidationError {

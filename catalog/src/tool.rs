@@ -135,7 +135,7 @@ pub enum ToolKind {
     Mcp {
         server: String,
         tool: String,
-        input_schema: Value,
+        input_schema: crate::upstream::InputSchema,
     },
 }
 

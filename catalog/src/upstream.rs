@@ -14,8 +14,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::annotations::{self, Annotations};
@@ -31,7 +32,7 @@ pub const MAX_PAGES: usize = 100;
 /// The longest tool name taken from an upstream (after the prefix).
 pub const MAX_NAME: usize = 128;
 /// An upstream tool's input schema, serialized, at most (it is shown in describe output
-/// and compiled on every call).
+/// and compiled into a validator once per tool).
 pub const MAX_INPUT_SCHEMA_BYTES: usize = 64 * 1024;
 /// Headers per upstream.
 pub const MAX_HEADERS: usize = 32;
@@ -344,7 +345,7 @@ fn tool_of(spec: &UpstreamSpec, d: &Discovered, name: &str) -> Result<Tool, Stri
         ));
     }
     let params = params_of(&d.input_schema)?;
-    jsonschema::validator_for(&d.input_schema)
+    let input_schema = InputSchema::compiled(d.input_schema.clone())
         .map_err(|e| format!("its input schema is not a valid JSON Schema: {e}"))?;
     if let Some(schema) = &d.output_schema {
         if schema.to_string().len() > crate::limits::OUTPUT_SCHEMA_BYTES {
@@ -372,7 +373,7 @@ fn tool_of(spec: &UpstreamSpec, d: &Discovered, name: &str) -> Result<Tool, Stri
         kind: ToolKind::Mcp {
             server: spec.name.clone(),
             tool: d.name.clone(),
-            input_schema: d.input_schema.clone(),
+            input_schema,
         },
         params,
         stdin: false,
@@ -457,19 +458,97 @@ fn params_of(schema: &Value) -> Result<Vec<Param>, String> {
         .collect())
 }
 
+/// An upstream tool's input schema and its validator, compiled at most once per tool:
+/// at discovery ([`InputSchema::compiled`]), or on the first call for a tool that came
+/// from a catalog document. Clones of a tool share the one validator; a tool that
+/// discovery replaces is a new value with its own, so validators live exactly as long as
+/// the tools holding them (no cache beside the catalog). Serializes as the schema alone;
+/// two are equal when their schemas are.
+#[derive(Clone)]
+pub struct InputSchema {
+    schema: Value,
+    /// The validator, or why the schema does not compile.
+    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
+}
+
+impl InputSchema {
+    /// The schema, compiled now: `Err` is the compiler's reason.
+    pub fn compiled(schema: Value) -> Result<Self, String> {
+        let this = Self::from(schema);
+        this.validator().map_err(str::to_string)?;
+        Ok(this)
+    }
+
+    pub fn as_value(&self) -> &Value {
+        &self.schema
+    }
+
+    fn validator(&self) -> Result<&jsonschema::Validator, &str> {
+        self.validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+impl From<Value> for InputSchema {
+    /// Compiled on first use.
+    fn from(schema: Value) -> Self {
+        Self {
+            schema,
+            validator: Arc::default(),
+        }
+    }
+}
+
+impl std::ops::Deref for InputSchema {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.schema
+    }
+}
+
+impl PartialEq for InputSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.schema == other.schema
+    }
+}
+
+impl fmt::Debug for InputSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.schema.fmt(f)
+    }
+}
+
+impl Serialize for InputSchema {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.schema.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputSchema {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(Self::from)
+    }
+}
+
 /// Checks a call's arguments against the upstream tool's input schema; each problem
 /// names where (a JSON Pointer) and what, never the value.
 pub fn validate_arguments(
-    input_schema: &Value,
+    input_schema: &InputSchema,
     arguments: &Map<String, Value>,
 ) -> Result<(), Vec<(String, String)>> {
-    let validator = jsonschema::validator_for(input_schema).map_err(|e| {
+    let validator = input_schema.validator().map_err(|e| {
         vec![(
             String::new(),
             format!("the input schema does not compile: {e}"),
         )]
     })?;
     let instance = Value::Object(arguments.clone());
+    // The common case answers without building error values.
+    if validator.is_valid(&instance) {
+        return Ok(());
+    }
     let problems: Vec<(String, String)> = validator
         .iter_errors(&instance)
         .take(crate::params::LISTED_PROBLEMS + 1)

@@ -93,7 +93,7 @@ fn listings_become_keyed_tools_with_params_from_the_schema() {
         ToolKind::Mcp {
             server: "up".into(),
             tool: "get-sum".into(),
-            input_schema: schema
+            input_schema: schema.into()
         }
     );
     let params: Vec<(&str, ParamType, bool)> = t
@@ -170,12 +170,12 @@ fn filters_normalization_and_refusals_say_why() {
 
 #[test]
 fn arguments_are_checked_against_the_upstream_schema() {
-    let schema = json!({
+    let schema = InputSchema::from(json!({
         "type": "object",
         "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
         "required": ["a", "b"],
         "additionalProperties": false
-    });
+    }));
     let ok = json!({"a": 1, "b": 2.5});
     assert_eq!(validate_arguments(&schema, ok.as_object().unwrap()), Ok(()));
     let bad = json!({"a": "secret-text", "c": 1});
@@ -184,4 +184,41 @@ fn arguments_are_checked_against_the_upstream_schema() {
     assert!(problems.contains(&("/a".into(), "value is not of type \"number\"".into())));
     let text = format!("{problems:?}");
     assert!(!text.contains("secret-text"), "values are masked: {text}");
+}
+
+#[test]
+fn a_tool_compiles_its_validator_once_and_clones_share_it() {
+    let out = convert(&spec(json!({})), &[listed("get", object())]);
+    let ToolKind::Mcp { input_schema, .. } = &out.tools[0].kind else {
+        panic!("an upstream tool");
+    };
+    // Compiled at discovery (the validity check), not again per call or per clone.
+    let compiled = input_schema.validator.get().expect("compiled at discovery");
+    let copy = out.tools[0].clone();
+    let ToolKind::Mcp { input_schema: copy, .. } = &copy.kind else {
+        unreachable!()
+    };
+    assert!(std::ptr::eq(compiled, copy.validator.get().unwrap()));
+    assert_eq!(validate_arguments(copy, &Map::new()), Ok(()));
+
+    // From a catalog document: compiled on the first call, then kept.
+    let read: InputSchema = serde_json::from_value(object()).unwrap();
+    assert!(read.validator.get().is_none());
+    assert_eq!(serde_json::to_value(&read).unwrap(), object());
+    assert_eq!(validate_arguments(&read, &Map::new()), Ok(()));
+    let first: *const _ = read.validator.get().unwrap();
+    let _ = validate_arguments(&read, &Map::new());
+    assert!(std::ptr::eq(first, read.validator.get().unwrap()));
+}
+
+#[test]
+fn a_schema_that_does_not_compile_fails_every_call_with_the_same_reason() {
+    let broken = InputSchema::from(json!({"type": "object", "properties": {"a": {"type": 5}}}));
+    let first = validate_arguments(&broken, &Map::new()).unwrap_err();
+    assert_eq!(first.len(), 1);
+    assert!(
+        first[0].1.starts_with("the input schema does not compile: "),
+        "{first:?}"
+    );
+    assert_eq!(validate_arguments(&broken, &Map::new()).unwrap_err(), first);
 }
