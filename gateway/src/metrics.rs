@@ -76,7 +76,9 @@ type Labels = Vec<(&'static str, Label)>;
 /// The label value of every caller-supplied key that is not in the catalog.
 pub const UNKNOWN: &str = "unknown";
 
-/// The outcomes `mcc_tool_calls_total` counts; anything else is `other`.
+/// What ended an `execute` call: the one vocabulary of `mcc_tool_calls_total`'s `outcome`
+/// label, of audit events' `outcome` and of `mcc audit --outcome`
+/// (`calls::execute::Executed::label` names each call's).
 pub const OUTCOMES: &[&str] = &[
     "success",
     "failure",
@@ -87,8 +89,10 @@ pub const OUTCOMES: &[&str] = &[
     "input_required",
     "rate_limited",
     "error",
-    "other",
 ];
+
+/// The `outcome` label of anything outside [`OUTCOMES`].
+const OTHER_OUTCOME: &str = "other";
 
 /// A label value, escaped on output as the text format requires (`\\`, `\"`, `\n`):
 /// prometheus-client writes label values verbatim.
@@ -275,7 +279,7 @@ impl Metrics {
             .iter()
             .find(|o| **o == outcome)
             .copied()
-            .unwrap_or("other");
+            .unwrap_or(OTHER_OUTCOME);
         self.inner
             .tool_calls
             .get_or_create(&vec![
@@ -309,7 +313,7 @@ impl Metrics {
             .unwrap_or_else(|p| p.into_inner());
         for gone in keys.difference(&new) {
             let tool = Label::new(gone.as_str());
-            for outcome in OUTCOMES {
+            for outcome in OUTCOMES.iter().chain([&OTHER_OUTCOME]) {
                 self.inner.tool_calls.remove(&vec![
                     ("tool", tool.clone()),
                     ("outcome", Label::new(*outcome)),

@@ -33,17 +33,7 @@ const CHUNK: usize = 500;
 const MAX_AGE_DAYS: i64 = 3650;
 
 /// The outcomes events carry (see [`AuditEvent::outcome`]).
-pub const OUTCOMES: &[&str] = &[
-    "success",
-    "failure",
-    "error",
-    "unknown",
-    "unauthorized",
-    "invalid",
-    "rate_limited",
-    "cancelled",
-    "input_required",
-];
+pub use crate::metrics::OUTCOMES;
 
 /// The filters as text, named as REST names them (the CLI's flags are `--<name>`).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

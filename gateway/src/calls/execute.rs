@@ -530,4 +530,29 @@ mod tests {
         assert_eq!(Executed::Pending(()).label(), "input_required");
         assert_eq!(Executed::<()>::Aborted.label(), "cancelled");
     }
+
+    #[test]
+    fn every_label_is_an_outcome_metrics_and_the_audit_reader_know() {
+        let fail = Outcome::Failure {
+            code: 1,
+            stdout: String::new(),
+            stderr: String::new(),
+        };
+        let all = [
+            Executed::<()>::Unknown,
+            Executed::Unauthorized,
+            Executed::Cancelled,
+            Executed::Aborted,
+            Executed::Pending(()),
+            Executed::Ran(shape(Outcome::Success(json!(1)), false, 100)),
+            Executed::Ran(shape(fail, false, 100)),
+        ];
+        for executed in &all {
+            assert!(
+                crate::metrics::OUTCOMES.contains(&executed.label()),
+                "{}",
+                executed.label()
+            );
+        }
+    }
 }
