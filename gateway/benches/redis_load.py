@@ -3,12 +3,14 @@ deployment: one server, Sentinel (master + 2 replicas + 3 sentinels) and a Redis
 Cluster (3 masters + 3 replicas), all real `redis-server` processes on loopback ports.
 wrk (gateway/benches/wrk/execute.lua) drives each in turn, rounds interleaved so all
 three see the same machine; prints throughput and the ratio to one server.
+`deployments` (the Redis topologies and their gateways) is shared with redis_sdk_load.py.
 
     cargo build --release -p mcc-gateway
     python3 gateway/benches/redis_load.py [--seconds 8] [--rounds 2] [--connections 8]
 
 Needs redis-server, redis-cli and wrk (Debian packages). Standard library only."""
 import argparse
+import contextlib
 import os
 import re
 import subprocess
@@ -98,6 +100,30 @@ def cluster(work, procs):
     return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in nodes[:3]), nodes
 
 
+@contextlib.contextmanager
+def deployments(binary):
+    """The three Redis deployments, each with a release gateway keeping its sessions
+    there: yields {name: (gateway port, gateway process, data-node ports)}, one server
+    first (the base of the ratios); stops every process on exit."""
+    procs, gateways = [], {}
+    with tempfile.TemporaryDirectory() as work:
+        try:
+            for name, make in (("one server", single), ("Sentinel", sentinel),
+                               ("Cluster", cluster)):
+                url, data = make(os.path.join(work, name.replace(" ", "-")), procs)
+                gw_work = os.path.join(work, f"gw-{len(gateways)}")
+                os.makedirs(gw_work)
+                port = gateway_proc.free_port()
+                os.environ["REDIS_URL"] = url
+                gateways[name] = (port, gateway_proc.start(binary, gw_work, port), data)
+            yield gateways
+        finally:
+            for _, proc, _ in gateways.values():
+                proc.kill()
+            for p in procs:
+                p.kill()
+
+
 def wrk(port, seconds, connections):
     script = os.path.join(os.path.dirname(__file__), "wrk", "execute.lua")
     out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", script,
@@ -116,43 +142,27 @@ def main():
     ap.add_argument("--connections", type=int, default=8)
     ap.add_argument("--gateway")
     a = ap.parse_args()
-    binary = gateway_proc.binary(a.gateway)
-    procs, gateways = [], {}
-    with tempfile.TemporaryDirectory() as work:
-        try:
-            for name, make in (("one server", single), ("Sentinel", sentinel),
-                               ("Cluster", cluster)):
-                url, data = make(os.path.join(work, name.replace(" ", "-")), procs)
-                gw_work = os.path.join(work, f"gw-{len(gateways)}")
-                os.makedirs(gw_work)
-                port = gateway_proc.free_port()
-                os.environ["REDIS_URL"] = url
-                gateways[name] = (port, gateway_proc.start(binary, gw_work, port), data)
-            rates = {name: [] for name in gateways}
-            per_call = {name: [] for name in gateways}
-            for _ in range(a.rounds):
-                for name, (port, _, data) in gateways.items():
-                    before = commands(data)
-                    rate, errors, out = wrk(port, a.seconds, a.connections)
-                    if errors:
-                        sys.exit(f"{name}: {errors} errors\n{out}")
-                    rates[name].append(rate)
-                    per_call[name].append((commands(data) - before) / (rate * a.seconds))
-            base = sum(rates["one server"]) / len(rates["one server"])
-            print(f"| Redis deployment | execute/s per round ({a.rounds} × {a.seconds} s, "
-                  f"{a.connections} connections) | mean | ratio to one server | "
-                  "Redis commands per execute (all data nodes, replication included) |")
-            print("| --- | --- | --- | --- | --- |")
-            for name, rs in rates.items():
-                mean = sum(rs) / len(rs)
-                cmds = sum(per_call[name]) / len(per_call[name])
-                print(f"| {name} | {', '.join(f'{r:.0f}' for r in rs)} | {mean:.0f} | "
-                      f"{mean / base:.2f} | {cmds:.1f} |")
-        finally:
-            for _, proc, _ in gateways.values():
-                proc.kill()
-            for p in procs:
-                p.kill()
+    with deployments(gateway_proc.binary(a.gateway)) as gateways:
+        rates = {name: [] for name in gateways}
+        per_call = {name: [] for name in gateways}
+        for _ in range(a.rounds):
+            for name, (port, _, data) in gateways.items():
+                before = commands(data)
+                rate, errors, out = wrk(port, a.seconds, a.connections)
+                if errors:
+                    sys.exit(f"{name}: {errors} errors\n{out}")
+                rates[name].append(rate)
+                per_call[name].append((commands(data) - before) / (rate * a.seconds))
+        base = sum(rates["one server"]) / len(rates["one server"])
+        print(f"| Redis deployment | execute/s per round ({a.rounds} × {a.seconds} s, "
+              f"{a.connections} connections) | mean | ratio to one server | "
+              "Redis commands per execute (all data nodes, replication included) |")
+        print("| --- | --- | --- | --- | --- |")
+        for name, rs in rates.items():
+            mean = sum(rs) / len(rs)
+            cmds = sum(per_call[name]) / len(per_call[name])
+            print(f"| {name} | {', '.join(f'{r:.0f}' for r in rs)} | {mean:.0f} | "
+                  f"{mean / base:.2f} | {cmds:.1f} |")
 
 
 if __name__ == "__main__":
