@@ -1,6 +1,7 @@
 """A release gateway in a child process, for the benchmarks driven from outside
-(nodelay_probe.py, execute_floor.py): one echo tool, dev-admin auth, in-memory sessions,
-no embedding model. Standard library only."""
+(nodelay_probe.py, execute_floor.py): one echo tool, dev-admin auth, no embedding model.
+Sessions are in memory unless the environment names a Redis (`REDIS_URL`): the gateway
+inherits this process's environment. Standard library only."""
 import http.client
 import os
 import socket
