@@ -13,13 +13,21 @@
 //! A stream is bound to its session: a call's stream when its POST answers
 //! ([`SessionEvents::bind`]), the standalone stream by its name (rmcp's
 //! `<session>:common`).
+//!
+//! A call's stream starts with rmcp's priming event (a `retry:` hint, no message). Its id
+//! is what a client resumes from when the stream breaks before anything else came, but
+//! the event itself is never replayed (a resume starts after it), so it is not written:
+//! it gets the id [`PRIMING_ENTRY`], before every Redis entry id, and the binding written
+//! by [`SessionEvents::bind`] (one `SET`) is what says the stream exists. A call then
+//! costs the store two round trips: that `SET`, and one script for its answer.
 //! A resume with another session's event id replays nothing. The 2026-07-28 generation
 //! has no sessions and keeps no events (its closed stream cancels the call:
 //! docs/execution.md).
 //!
 //! All keys of one stream share one Redis hash slot (`{<stream>}`), and are spelled in
 //! one place, `StreamKeys`. A store that fails (Redis down) never fails the send: the
-//! event goes out with an id no replica can resume from.
+//! event goes out with an id no replica can resume from (a priming id whose binding
+//! failed resumes nothing either).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -105,6 +113,17 @@ fn parse_event_id(id: &str) -> Option<(&str, &str)> {
     (stream_ok && entry_ok).then_some((stream, entry))
 }
 
+/// The entry id of a call stream's priming event: lower than any id `XADD *` gives, so a
+/// resume from it replays the whole stream. rmcp (3.11) sends a priming event on a call's
+/// stream only as its first event (`establish_request_wise_channel`; the gateway never
+/// calls `close_sse_stream`, which would send one later).
+const PRIMING_ENTRY: &str = "0-1";
+
+/// A call's stream (rmcp: a UUID), not a session's standalone stream.
+fn is_call_stream(stream: &str) -> bool {
+    !stream.ends_with(":common")
+}
+
 fn is_number(s: &str) -> bool {
     !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit())
 }
@@ -158,7 +177,8 @@ struct Inner<C> {
 #[async_trait::async_trait]
 pub trait SessionEvents: RmcpEventStore {
     /// Records that the stream of `event_id` (a call's stream, as its POST answers) is
-    /// `session`'s. An id that is not ours binds nothing.
+    /// `session`'s, which also makes the stream exist for a resume before its first
+    /// written event. An id that is not ours binds nothing.
     async fn bind(&self, session: &str, event_id: &str);
 
     /// The events of `session`'s stream after `last_event_id`, then the ones that follow
@@ -314,6 +334,10 @@ impl<C: Connection> RmcpEventStore for EventStore<C> {
         stream_id: &str,
         event: &ServerSseMessage,
     ) -> Result<EventId, EventStoreError> {
+        if event.message.is_none() && is_call_stream(stream_id) {
+            // A call stream's priming event: see the module.
+            return Ok(event_id(stream_id, PRIMING_ENTRY));
+        }
         match self.append(stream_id, event).await {
             Ok(entry) => Ok(event_id(stream_id, &entry)),
             Err(e) => {
@@ -370,7 +394,12 @@ impl<C: Connection> Follower<C> {
                 .arg("COUNT")
                 .arg(64)
                 .cmd("EXISTS")
-                .arg(&keys.events)
+                .arg(match self.standalone {
+                    // A call's stream exists from its binding on (its priming event is
+                    // not written); every event refreshes both.
+                    false => &keys.session,
+                    true => &keys.events,
+                })
                 .query_async(&mut self.store.inner.conn.clone())
                 .await;
             let (entries, exists) = match read {
@@ -404,7 +433,7 @@ impl<C: Connection> Follower<C> {
             if got > 0 {
                 continue;
             }
-            // A call's stream that expired (or never was) has nothing more to come.
+            // A call's stream that expired (or never was bound) has nothing more to come.
             if !exists && !self.standalone {
                 return;
             }
@@ -494,5 +523,81 @@ mod tests {
         .unwrap();
         assert_eq!(substitute(Some(&note), 9, 8), "");
         assert_eq!(substitute(None, 9, 8), "");
+    }
+
+    /// Real Redis (`REDIS_URL`, else 127.0.0.1:6379), keys under a fresh prefix.
+    #[tokio::test]
+    async fn a_call_resumed_from_its_unwritten_priming_event_gets_its_answer() {
+        use futures::StreamExt;
+        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+        let conn = redis::Client::open(url)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let prefix = format!("test-{}", uuid::Uuid::new_v4().simple());
+        let bounds = Bounds {
+            poll: Duration::from_millis(20),
+            ..Bounds::default()
+        };
+        let store = EventStore::new(conn.clone(), &prefix, bounds);
+        let stream = uuid::Uuid::new_v4().to_string();
+        let priming = store
+            .store_event(&stream, &ServerSseMessage::retry(Duration::from_secs(3)))
+            .await
+            .unwrap();
+        assert_eq!(priming, event_id(&stream, PRIMING_ENTRY));
+        let keys = store.keys(&stream);
+        let written: bool = redis::cmd("EXISTS")
+            .arg(&keys.events)
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap();
+        assert!(!written, "a call's priming event is not written");
+        // Not bound yet: nobody resumes it.
+        assert!(matches!(
+            store.resume("s1", &priming).await,
+            Err(ResumeError::OtherSession)
+        ));
+        store.bind("s1", &priming).await;
+        assert!(matches!(
+            store.resume("s2", &priming).await,
+            Err(ResumeError::OtherSession)
+        ));
+        // Bound, before any event is written: the resume waits for the call's answer.
+        let mut resumed = store.resume("s1", &priming).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let answer: ServerJsonRpcMessage = serde_json::from_value(serde_json::json!(
+            {"jsonrpc": "2.0", "id": 4, "result": {"content": []}}))
+        .unwrap();
+        let answer_id = store
+            .store_event(&stream, &ServerSseMessage::from_message(answer))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), resumed.next())
+            .await
+            .unwrap()
+            .expect("the answer is replayed");
+        assert_eq!(got.event_id.as_deref(), Some(answer_id.as_str()));
+        assert!(is_answer(&got));
+        let end = tokio::time::timeout(Duration::from_secs(5), resumed.next()).await;
+        assert!(matches!(end, Ok(None)), "the resume ends with the answer");
+        // A standalone stream's priming events are written as before.
+        let common = standalone_stream("s1");
+        let id = store
+            .store_event(&common, &ServerSseMessage::retry(Duration::from_secs(3)))
+            .await
+            .unwrap();
+        assert_ne!(id, event_id(&common, PRIMING_ENTRY));
+        assert!(parse_event_id(&id).is_some());
+        let _: () = redis::cmd("DEL")
+            .arg(&keys.events)
+            .arg(&keys.bytes)
+            .arg(&keys.session)
+            .arg(&store.keys(&common).events)
+            .arg(&store.keys(&common).bytes)
+            .query_async(&mut conn.clone())
+            .await
+            .unwrap();
     }
 }
