@@ -7,6 +7,8 @@
 //! through [`crate::spec::build_tool`], the same code the file loader uses. Field types
 //! here stay lenient where a strict Rust type would make one bad object break a watch
 //! (e.g. a param `type` is a string checked by the schema enum and by `build_tool`).
+//! [`check_tool`] (in `crd/check.rs`) applies [`crate::limits`] to objects stored before
+//! a limit existed.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,9 @@ use serde_json::Value;
 
 use crate::limits;
 use crate::tool::ParamType;
+
+mod check;
+pub use check::check_tool;
 
 /// The API group of both resources.
 pub const GROUP: &str = "mcc.dev";
@@ -420,7 +425,7 @@ pub struct ApiKeyStatus {
 }
 
 // `env[].name` and `.value`, `envFrom[].prefix`: fields of the Kubernetes types, bounded
-// here (the same limits `limits::check_tool` applies to objects admitted before them).
+// here (the same limits [`check_tool`] applies to objects admitted before them).
 fn env_item_limits(schema: &mut Schema) {
     item_property_max(schema, "name", limits::NAME);
     item_property_max(schema, "value", limits::ENV_VALUE);

@@ -43,7 +43,7 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
     let spec = &resource.spec;
     // First: the API server applies these limits only to objects written after the CRD
     // that has them; one stored before must not reach the catalog either.
-    mcc_catalog::limits::check_tool(spec).map_err(|e| invalid(e.field, e.message))?;
+    mcc_catalog::crd::check_tool(spec).map_err(|e| invalid(e.field, e.message))?;
     let (plain_env, env_value_from) = split_env(&spec.env)?;
     let env_from = env_from_refs(&spec.env_from)?;
     let env_passthrough = raw_field::<EnvPassthrough>(&spec.env_passthrough, "envPassthrough")?;
