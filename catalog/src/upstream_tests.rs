@@ -195,7 +195,10 @@ fn a_tool_compiles_its_validator_once_and_clones_share_it() {
     // Compiled at discovery (the validity check), not again per call or per clone.
     let compiled = input_schema.validator.get().expect("compiled at discovery");
     let copy = out.tools[0].clone();
-    let ToolKind::Mcp { input_schema: copy, .. } = &copy.kind else {
+    let ToolKind::Mcp {
+        input_schema: copy, ..
+    } = &copy.kind
+    else {
         unreachable!()
     };
     assert!(std::ptr::eq(compiled, copy.validator.get().unwrap()));
@@ -217,7 +220,9 @@ fn a_schema_that_does_not_compile_fails_every_call_with_the_same_reason() {
     let first = validate_arguments(&broken, &Map::new()).unwrap_err();
     assert_eq!(first.len(), 1);
     assert!(
-        first[0].1.starts_with("the input schema does not compile: "),
+        first[0]
+            .1
+            .starts_with("the input schema does not compile: "),
         "{first:?}"
     );
     assert_eq!(validate_arguments(&broken, &Map::new()).unwrap_err(), first);

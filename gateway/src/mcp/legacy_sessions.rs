@@ -25,11 +25,7 @@ pub struct RegistryError(String);
 impl RedisSessionRegistry {
     /// Over the session store's connection ([`crate::redis_conn`]): lazy,
     /// failing fast while Redis is down and reconnecting by itself when it returns.
-    pub fn over_connection(
-        conn: crate::redis_conn::Conn,
-        prefix: &str,
-        ttl: Duration,
-    ) -> Self {
+    pub fn over_connection(conn: crate::redis_conn::Conn, prefix: &str, ttl: Duration) -> Self {
         Self {
             conn,
             prefix: prefix.to_string(),

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mcc_catalog::rate::RateLimit;
 use crate::redis_conn::Conn;
+use mcc_catalog::rate::RateLimit;
 
 use super::Scope;
 
@@ -59,10 +59,7 @@ pub enum StoreError {
 #[derive(Clone)]
 pub enum Counter {
     Local(Arc<Mutex<HashMap<String, Window>>>),
-    Redis {
-        conn: Conn,
-        prefix: Arc<str>,
-    },
+    Redis { conn: Conn, prefix: Arc<str> },
 }
 
 impl std::fmt::Debug for Counter {

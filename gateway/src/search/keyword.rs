@@ -106,7 +106,9 @@ pub fn with_identifier_parts(text: &str) -> std::borrow::Cow<'_, str> {
             let (prev, c) = (chars[i - 1], chars[i]);
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let boundary = c.is_uppercase()
-                && (prev.is_lowercase() || prev.is_ascii_digit() || (prev.is_uppercase() && next_lower));
+                && (prev.is_lowercase()
+                    || prev.is_ascii_digit()
+                    || (prev.is_uppercase() && next_lower));
             if boundary {
                 parts.extend(&chars[start..i]);
                 parts.push(' ');

@@ -105,9 +105,14 @@ fn bfcl_grid() {
     println!("keyword tune:{}", line(&ex, &r, true));
     println!("keyword held:{}", line(&ex, &r, false));
     // MCC_BFCL_FIELDS: other keyword field weights, `n,k,g,d,p,e;…` (FIELD_WEIGHTS order).
-    for cell in std::env::var("MCC_BFCL_FIELDS").unwrap_or_default().split(';') {
+    for cell in std::env::var("MCC_BFCL_FIELDS")
+        .unwrap_or_default()
+        .split(';')
+    {
         let w: Vec<f32> = cell.split(',').filter_map(|x| x.parse().ok()).collect();
-        let Ok(w) = <[f32; 6]>::try_from(w) else { continue };
+        let Ok(w) = <[f32; 6]>::try_from(w) else {
+            continue;
+        };
         let kw = KeywordIndex::build_weighted(&tools, w).unwrap();
         let allowed = keyword.allowed_for(Some(&eval::admin()));
         let r: Vec<Option<usize>> = ex
@@ -155,7 +160,10 @@ fn bfcl_grid() {
         let built = t0.elapsed();
         let r = ranks(&index, &ex, Some(&qvs), Mode::Hybrid);
         let f = format!("kw={} sat={}", fusion.keyword_weight, fusion.saturation);
-        println!("hybrid {f} (index {built:.1?}) tune:{}", line(&ex, &r, true));
+        println!(
+            "hybrid {f} (index {built:.1?}) tune:{}",
+            line(&ex, &r, true)
+        );
         println!("hybrid {f} held:{}", line(&ex, &r, false));
         if n == 0 {
             let s = ranks(&index, &ex, Some(&qvs), Mode::Semantic);
