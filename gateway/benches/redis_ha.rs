@@ -47,7 +47,7 @@ async fn run(url: &str, wait_replicas: u32, kill: impl FnOnce(&str)) -> Run {
         key_prefix: "bench".into(),
         timeout_ms: 1000,
         redis_wait_replicas: wait_replicas,
-        redis_wait_timeout_ms: 1000,
+        redis_wait_timeout_ms: 900,
         ..SessionSettings::default()
     })
     .expect("settings are valid");

@@ -37,7 +37,8 @@ async fn readyz_and_rate_limits_report_a_sentinel_failover_and_the_recovery() {
     let mut set = SentinelSet::start();
     let dir = tempfile::tempdir().unwrap();
     let mut s = settings(dir.path(), "dev-admin", Some(&set.url()));
-    s.session.timeout_ms = 500;
+    // The response timeout bounds a write and its WAIT (1 s by default) together.
+    s.session.timeout_ms = 1500;
     s.session.redis_wait_replicas = 1;
     s.rate_limit.default = Some("1000/1h".parse().unwrap());
     s.rate_limit.on_redis_error = OnStoreError::Closed;

@@ -379,6 +379,21 @@ impl SessionStore {
                 let url = settings
                     .redis_url()
                     .ok_or_else(|| setup("redis_url", "not set (nor REDIS_URL)"))?;
+                // The write and its WAIT are one round trip, bounded by the response
+                // timeout: a longer WAIT would end as a bare "timed out" instead of
+                // saying how many replicas the write reached.
+                if settings.redis_wait_replicas > 0
+                    && settings.redis_wait_timeout_ms >= settings.timeout_ms
+                {
+                    return Err(setup(
+                        "redis_wait_timeout_ms",
+                        &format!(
+                            "{} ms must be below session.timeout_ms ({} ms), which bounds \
+                             the write and its WAIT together",
+                            settings.redis_wait_timeout_ms, settings.timeout_ms
+                        ),
+                    ));
+                }
                 let timeout = Duration::from_millis(settings.timeout_ms.max(1));
                 let redis = crate::redis_conn::Redis::connect(
                     "session.redis_url",

@@ -39,6 +39,35 @@ fn settings_errors_name_the_field() {
 }
 
 #[test]
+fn a_wait_longer_than_the_response_timeout_is_refused() {
+    let waiting = SessionSettings {
+        backend: SessionBackend::Redis,
+        redis_url: Some("redis://127.0.0.1:1".into()),
+        timeout_ms: 500,
+        redis_wait_replicas: 1,
+        redis_wait_timeout_ms: 1000,
+        ..SessionSettings::default()
+    };
+    let err = SessionStore::from_settings(&waiting).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "session.redis_wait_timeout_ms: 1000 ms must be below session.timeout_ms (500 ms), \
+         which bounds the write and its WAIT together"
+    );
+    // Without WAIT the wait timeout is unused; below the response timeout it is fine.
+    let no_wait = SessionSettings {
+        redis_wait_replicas: 0,
+        ..waiting.clone()
+    };
+    assert!(SessionStore::from_settings(&no_wait).is_ok());
+    let shorter = SessionSettings {
+        redis_wait_timeout_ms: 400,
+        ..waiting
+    };
+    assert!(SessionStore::from_settings(&shorter).is_ok());
+}
+
+#[test]
 fn the_redis_url_is_the_settings_one_only() {
     let memory = SessionSettings {
         redis_url: Some("redis://h".into()),

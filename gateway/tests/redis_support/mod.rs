@@ -355,7 +355,15 @@ impl SentinelSet {
                 .replicas
                 .iter()
                 .all(|r| cli(r.port, &["INFO", "replication"]).contains("master_link_status:up"));
-            if info.contains("connected_slaves:2") && synced && sentinels_ready {
+            // Both replicas acknowledge a write: a replica is "online" before its
+            // first acknowledgement (offset 0), and the tests' first write waits for
+            // replicas. (`WAIT` before any write is satisfied by offset 0.)
+            if info.contains("connected_slaves:2")
+                && synced
+                && sentinels_ready
+                && cli(master, &["SET", "test:replicated", "1"]).trim() == "OK"
+                && cli(master, &["WAIT", "2", "1000"]).trim() == "2"
+            {
                 return;
             }
             assert!(
