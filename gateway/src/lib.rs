@@ -17,7 +17,6 @@ pub mod alloc;
 pub mod app;
 pub mod audit;
 pub mod auth;
-pub mod caller_caps;
 pub mod calls;
 pub mod catalog;
 pub mod check;
@@ -25,19 +24,15 @@ pub mod config;
 pub mod drain;
 pub mod exec;
 pub mod http;
-pub mod jsonrpc_guard;
 #[cfg(feature = "kubernetes")]
 pub mod kube;
 pub mod mcp;
 pub mod metrics;
-pub mod published;
-pub mod quickack;
 pub mod ratelimit;
 pub mod redis_conn;
 pub mod rest;
 pub mod search;
 pub mod session;
-pub mod sse_coalesce;
 pub mod telemetry;
 // For the crate's tests and its integration tests alike (one capturing writer).
 #[doc(hidden)]

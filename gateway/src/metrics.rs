@@ -18,7 +18,8 @@
 //!
 //! Label values a caller influences are never taken as given: a `tool` label is a key of
 //! the catalog being served ([`Metrics::catalog_tools`]) or `unknown`, an MCP tool is one
-//! of the surface's or `unknown`, a path one of the routes or `other`, an outcome one of
+//! of the surface's, a path one of the routes or `other` (both mapped by their callers,
+//! which know the surface and the routes, as `&'static str`), an outcome one of
 //! [`OUTCOMES`] or `other`. So the number of series is bounded by the catalog (series of
 //! keys that leave it are removed), and every value is escaped as the exposition format
 //! requires ([`Label`]), whatever a catalog key contains.
@@ -252,22 +253,19 @@ impl Metrics {
         }
     }
 
-    pub fn http_request(&self, path: &str, status: u16, elapsed: Duration) {
-        let path = match path {
-            "/mcp" | "/healthz" | "/readyz" | "/metrics" => path.to_string(),
-            p if p.starts_with("/mcp") => "/mcp".into(),
-            p => crate::rest::route_label(p).unwrap_or("other").into(),
-        };
+    /// Counts a request to `route`: one of the router's own route names (the HTTP layer
+    /// maps a request's path to one, or to `other`), never a path as the client sent it.
+    pub fn http_request(&self, route: &'static str, status: u16, elapsed: Duration) {
         self.inner
             .http_requests
             .get_or_create(&vec![
-                ("path", Label::new(path.clone())),
+                ("path", Label::new(route)),
                 ("status", Label::new(status.to_string())),
             ])
             .inc();
         self.inner
             .http_duration
-            .get_or_create(&vec![("path", Label::new(path))])
+            .get_or_create(&vec![("path", Label::new(route))])
             .observe(elapsed.as_secs_f64());
     }
 
@@ -324,16 +322,12 @@ impl Metrics {
         *keys = new;
     }
 
-    /// Counts an MCP tool call; a name the surface does not define counts as [`UNKNOWN`].
+    /// Counts an MCP tool call. `mcp_tool` is a name of the MCP surface's: the MCP layer
+    /// counts only the calls it dispatched (an unknown name is refused before).
     pub fn mcp_call(&self, mcp_tool: &str) {
-        let name = if crate::mcp::surface::tool(mcp_tool).is_some() {
-            mcp_tool
-        } else {
-            UNKNOWN
-        };
         self.inner
             .mcp_calls
-            .get_or_create(&vec![("tool", Label::new(name))])
+            .get_or_create(&vec![("tool", Label::new(mcp_tool))])
             .inc();
     }
 
@@ -435,14 +429,12 @@ mod tests {
         }
         m.tool_call("x\"} 1\nmcc_fake 9\n", "unknown", Duration::ZERO);
         m.tool_call("public.echo", "made-up outcome", Duration::ZERO);
-        m.mcp_call("not-a-tool");
         let text = m.render();
         assert!(
             text.contains("mcc_tool_calls_total{tool=\"unknown\",outcome=\"unknown\"} 101"),
             "{text}"
         );
         assert!(text.contains("mcc_tool_calls_total{tool=\"public.echo\",outcome=\"other\"} 1"));
-        assert!(text.contains("mcc_mcp_calls_total{tool=\"unknown\"} 1"));
         assert!(!text.contains("random."), "{text}");
         assert!(!text.contains("mcc_fake"), "{text}");
     }

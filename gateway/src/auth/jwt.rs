@@ -495,7 +495,7 @@ mod tests {
             ]
         }))
         .unwrap();
-        crate::published::users("mcc/mcc-catalog", &doc.users).directory
+        crate::catalog::published::users("mcc/mcc-catalog", &doc.users).directory
     }
 
     fn mapping(pinned: Option<&str>, claims: &[&str]) -> Mapping {

@@ -132,7 +132,7 @@ pub struct Ran {
     pub cached: bool,
     /// The result text, cut at `server.response_max_size`; `None` for a `null` result.
     pub text: Option<String>,
-    /// Whether `text` was cut (it then ends with [`crate::mcp::text::TRUNCATED`]).
+    /// Whether `text` was cut (it then ends with [`super::text::TRUNCATED`]).
     pub truncated: bool,
     /// An upstream MCP server's tool: its result as it came ([`crate::upstream::reply`]).
     pub upstream: Option<crate::upstream::UpstreamReply>,

@@ -5,7 +5,9 @@
 //! - [`users`]: the users file (file mode) read into the auth directory;
 //! - [`files`]: file mode's tool loading and the polling [`watch`] of tool and users files
 //!   (Kubernetes mode builds the same parts from the operator's document in
-//!   [`crate::published`] and watches its ConfigMap in `crate::kube::watch`);
+//!   [`published`] and watches its ConfigMap in `crate::kube::watch`);
+//! - [`published`]: Kubernetes mode's source, the operator's published document decoded
+//!   into the same parts;
 //! - [`exclude`]: which tools are left out (introspection failed, key collided);
 //! - [`live`]: the [`LiveCatalog`] and its status — tools and users swap on their own;
 //! - [`follow`]: work that follows a swap without delaying the next one (building
@@ -20,6 +22,7 @@ pub mod exclude;
 pub mod files;
 pub mod follow;
 pub mod live;
+pub mod published;
 pub mod snapshot;
 pub mod users;
 

@@ -70,7 +70,7 @@ impl FetchError {
 }
 
 impl Fetched {
-    /// The document's JSON text or gzip bytes, for [`crate::published::decode`]; a sharded
+    /// The document's JSON text or gzip bytes, for [`crate::catalog::published::decode`]; a sharded
     /// document is joined, decompressed and checked against its hash. Blocking (gunzip).
     pub fn text(self) -> Result<(Option<String>, Option<Vec<u8>>), ShardError> {
         match self {

@@ -303,7 +303,7 @@ async fn the_backend_maps_service_accounts_to_granted_users() {
                    "apiKeys": [key]}]
     }))
     .unwrap();
-    let (_, directory) = crate::published::from_document(
+    let (_, directory) = crate::catalog::published::from_document(
         "mcc/mcc-catalog",
         doc,
         &mcc_catalog::introspect::Introspector::default(),

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::shards;
 use crate::catalog::follow::{Latest, follower};
 use crate::catalog::{LiveCatalog, OnReload, Part};
-use crate::published;
+use crate::catalog::published;
 
 /// Which ConfigMap holds the catalog.
 #[derive(Debug, Clone)]

@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::ask::McpAsk;
 use super::logging::CallLog;
-use super::text;
+use crate::calls::text;
 use super::{CallCtx, Shared};
 use crate::calls::execute::{self as pipeline, ExecRequest, Executed, Ran};
 use crate::exec::Outcome;

@@ -1,7 +1,7 @@
 //! The MCP server: the tools (`search`, `execute`, `whoami`, `describe_tools`,
 //! `set_session`, `get_session`, `new_session`) and prompts agents call, over rmcp.
 //!
-//! - [`surface`]: definitions and prompt texts; [`text`]: the exact returned strings;
+//! - [`surface`]: definitions and prompt texts; [`crate::calls::text`]: the exact returned strings;
 //! - [`resources`]: `mcc://` resources, [`list_changed`] their list's change
 //!   notifications; [`completion`]: prompt argument completion;
 //!   [`logging`]: `logging/setLevel` and a legacy session's log notifications;
@@ -26,7 +26,6 @@ pub mod relay;
 pub mod resources;
 pub mod session_owner;
 pub mod surface;
-pub mod text;
 
 /// The catalog of the completion and resource tests: `n` public tools `public.t000`…
 /// with `description`, and one `admin.shell`.
@@ -68,6 +67,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::auth::Identity;
+use crate::calls::text;
 
 /// The server name clients see (the reference's).
 pub const SERVER_NAME: &str = "model-context-catalog (mcc)";

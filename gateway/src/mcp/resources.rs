@@ -3,7 +3,7 @@
 //!
 //! - `mcc://tools/{key}` (`text/markdown`, also a resource template): a tool the caller
 //!   may see ([`crate::calls::view`], the rule of `describe_tools` and `search`), its text
-//!   exactly the block `describe_tools` prints for it ([`super::text::tool_block`]);
+//!   exactly the block `describe_tools` prints for it ([`crate::calls::text::tool_block`]);
 //! - `mcc://session` (`application/json`): the caller's session context as `get_session`
 //!   answers it, in the session scope of the request (the MCP session of a legacy client,
 //!   else the caller's default bucket).
@@ -21,7 +21,7 @@ use rmcp::model::{
     ResourceContents, ResourceTemplate,
 };
 
-use super::text;
+use crate::calls::text;
 use super::{CallCtx, Shared};
 use crate::calls::view;
 use crate::catalog::Catalog;

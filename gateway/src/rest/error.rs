@@ -69,7 +69,7 @@ pub enum ApiError {
     #[error("send the params with 'Content-Type: application/json'")]
     UnsupportedMediaType,
     /// `/v1/whoami` without a user (an anonymous caller).
-    #[error("{}", crate::mcp::text::NOT_AUTHENTICATED)]
+    #[error("{}", crate::calls::text::NOT_AUTHENTICATED)]
     NotAuthenticated,
     /// The tool ran and succeeded, but its result does not match its output schema (the
     /// text names the path): 502, the tool (the gateway's upstream) answered wrongly.

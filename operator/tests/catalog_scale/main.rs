@@ -343,10 +343,10 @@ fn memory_child() {
     let live = LiveCatalog::waiting("waiting".into());
     {
         let label = "mcc-system/mcc-catalog";
-        let decoded = mcc_gateway::published::decode(label, None, Some(&gzip)).unwrap();
-        live.install_users(mcc_gateway::published::users(label, &decoded.doc.users));
+        let decoded = mcc_gateway::catalog::published::decode(label, None, Some(&gzip)).unwrap();
+        live.install_users(mcc_gateway::catalog::published::users(label, &decoded.doc.users));
         let (catalog, excluded) =
-            mcc_gateway::published::tools(label, decoded.doc.tools, &Introspector::default());
+            mcc_gateway::catalog::published::tools(label, decoded.doc.tools, &Introspector::default());
         live.install_tools(catalog, excluded.len(), None);
     }
     let load = t.elapsed();

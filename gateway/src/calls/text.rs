@@ -1,6 +1,7 @@
-//! The exact texts the MCP tools return (reference MCC 0.4.0 strings), as pure functions
-//! of the catalog, the caller and the inputs. What a caller may see is
-//! [`crate::calls::view`]'s; this module only words it.
+//! The calls' exact texts (reference MCC 0.4.0 strings), as pure functions of the
+//! catalog, the caller and the inputs: what the MCP tools return, and the texts REST
+//! shares with them (no tools, not authenticated). What a caller may see is
+//! [`view`]'s; this module only words it.
 
 use mcc_catalog::{Tool, User};
 
@@ -31,7 +32,7 @@ pub fn validation_error(key: &str, error: &impl std::fmt::Display) -> String {
     format!("Validation error for tool '{key}': {error}")
 }
 
-/// The tools the caller may run ([`crate::calls::view::visible_tools`]) as their
+/// The tools the caller may run ([`view::visible_tools`]) as their
 /// [`tool_block`]s joined by a blank line.
 pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String]) -> String {
     let tools = view::visible_tools(catalog, user, groups);
@@ -46,7 +47,7 @@ pub fn describe_tools(catalog: &Catalog, user: Option<&User>, groups: &[String])
 }
 
 /// One tool as `describe_tools` prints it, `## <key>\n<description>`: also the text of
-/// its `mcc://tools/{key}` resource ([`super::resources`]). A tool that declares a title,
+/// its `mcc://tools/{key}` resource (`mcp::resources`). A tool that declares a title,
 /// hints or an output schema gets their lines after the description (the signature
 /// block's, [`mcc_catalog::annotations::lines`]); MCC's tools have none.
 pub fn tool_block(tool: &Tool) -> String {

@@ -1,5 +1,5 @@
 //! The HTTP surface: `/mcp` (rmcp's streamable HTTP service behind the identity layer),
-//! malformed-body guard ([`crate::jsonrpc_guard`]), the REST routes ([`crate::rest`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
+//! malformed-body guard ([`jsonrpc_guard`]), the REST routes ([`crate::rest`]), `/healthz`, `/readyz` (catalog, runtime and session store, JSON detail) and `/metrics`, with
 //! request tracing and request metrics as tower layers.
 //!
 //! Also what bounds one client ([`serve`]): a connection must send a request's headers
@@ -9,6 +9,15 @@
 //! the request timeout (an SSE stream, once its response has started, is exempt).
 //! `/metrics` is served on its own port ([`metrics_router`]) when `metrics.port` is set,
 //! and requires `Authorization: Bearer <metrics.token>` when a token is set.
+//!
+//! The transport layers, one file each: [`jsonrpc_guard`] (malformed JSON-RPC bodies),
+//! [`caller_caps`] (per-caller bounds on streams and sessions), [`sse_coalesce`] (a quick
+//! SSE answer in one write), [`quickack`] (`TCP_QUICKACK` on accepted sockets).
+
+pub mod caller_caps;
+pub mod jsonrpc_guard;
+pub mod quickack;
+pub mod sse_coalesce;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -38,12 +47,11 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, Authenticator};
-use crate::caller_caps::{self, CallerCaps};
+use caller_caps::CallerCaps;
 use crate::config::ServerSettings;
-use crate::jsonrpc_guard::{self, BodyLimit};
+use jsonrpc_guard::BodyLimit;
 use crate::mcp::{McpServer, Shared};
 use crate::metrics::MetricsSettings;
-use crate::sse_coalesce;
 
 /// Everything the probes and `/mcp` need.
 #[derive(Clone)]
@@ -412,7 +420,7 @@ async fn serve_until(
             _ = shutdown.cancelled() => break,
         };
         // Neither side waits on a delayed ACK: our writes go out at once, and what the
-        // client sent is acknowledged before we wait for more ([`crate::quickack`]).
+        // client sent is acknowledged before we wait for more ([`quickack`]).
         let _ = stream.set_nodelay(true);
         // The socket is registered again with the reactor of the thread that serves it.
         let stream = match stream.into_std() {
@@ -436,7 +444,7 @@ async fn serve_until(
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout)
                 .serve_connection(
-                    TokioIo::new(crate::quickack::QuickAck::new(stream)),
+                    TokioIo::new(quickack::QuickAck::new(stream)),
                     TowerToHyperService::new(service),
                 );
             if let Err(e) = watcher.watch(conn).await {
@@ -511,14 +519,43 @@ async fn metrics(State(state): State<HttpState>) -> Response {
         .into_response()
 }
 
-/// Counts requests and their latency by path and status.
+/// Counts requests and their latency by route and status.
 async fn track(State(state): State<HttpState>, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_string();
+    let route = route_label(request.uri().path());
     let started = Instant::now();
     let response = next.run(request).await;
     state
         .shared
         .metrics
-        .http_request(&path, response.status().as_u16(), started.elapsed());
+        .http_request(route, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// The metrics label of a request path: one of the routes this router serves, or
+/// `other` (so a client cannot add series by inventing paths).
+fn route_label(path: &str) -> &'static str {
+    match path {
+        "/mcp" => "/mcp",
+        "/healthz" => "/healthz",
+        "/readyz" => "/readyz",
+        "/metrics" => "/metrics",
+        p if p.starts_with("/mcp") => "/mcp",
+        p => crate::rest::route_label(p).unwrap_or("other"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_label;
+
+    #[test]
+    fn request_paths_map_to_the_routes_or_other() {
+        assert_eq!(route_label("/mcp"), "/mcp");
+        assert_eq!(route_label("/mcp/anything"), "/mcp");
+        assert_eq!(route_label("/readyz"), "/readyz");
+        assert_eq!(route_label("/v1/tools/public.echo"), "/v1/tools/{key}");
+        for invented in ["/", "/x\"} 1\nmcc_fake 9", "/v1/tools/a/b", "/healthz/x"] {
+            assert_eq!(route_label(invented), "other", "{invented}");
+        }
+    }
 }

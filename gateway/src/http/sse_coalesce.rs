@@ -12,7 +12,7 @@
 //! the rest as before. GET streams (server-to-client notifications) are never held.
 //!
 //! This layer does not decide what is in the stream (rmcp does) nor count streams
-//! ([`crate::caller_caps`] does).
+//! ([`super::caller_caps`] does).
 
 use std::time::Duration;
 

@@ -27,7 +27,7 @@ use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 
 use crate::auth::Identity;
-use crate::jsonrpc_guard::{INVALID_REQUEST, error_response};
+use super::jsonrpc_guard::{INVALID_REQUEST, error_response};
 
 /// What the caps ask of the session manager.
 pub trait SessionLiveness: Send + Sync {
