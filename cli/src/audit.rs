@@ -14,7 +14,7 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
 use mcc_gateway::audit::AuditEvent;
 use mcc_gateway::audit::read::{self, Filter, FilterText, MAX_PAGE};
-use mcc_gateway::config;
+use mcc_gateway::config::{self, FeatureRedis};
 use mcc_gateway::redis_conn::Redis;
 use serde::Deserialize;
 
@@ -209,13 +209,10 @@ async fn local(args: &AuditArgs) -> anyhow::Result<Reader> {
              MCC_AUDIT__STREAM, as the gateway's; on a cluster use --url)"
         );
     };
-    let (setting, url) = match (
-        &settings.audit.redis_url,
-        settings.audit.stream_redis_url(&settings.session),
-    ) {
-        (Some(_), Some(url)) => ("audit.redis_url", url),
-        (None, Some(url)) => ("session.redis_url", url),
-        (_, None) => bail!(
+    let (setting, url) = match settings.feature_redis(settings.audit.redis_url.as_deref()) {
+        FeatureRedis::Own(url) => ("audit.redis_url", url),
+        FeatureRedis::Session(url) => ("session.redis_url", url),
+        FeatureRedis::None => bail!(
             "audit.stream {key}: no Redis to read it from (set audit.redis_url, or REDIS_URL)"
         ),
     };

@@ -12,8 +12,9 @@ use mcc_catalog::{Tool, User, context};
 use mcc_gateway::catalog::{Catalog, LiveCatalog};
 use mcc_gateway::config::{self, Settings};
 use mcc_gateway::exec::introspect::RuntimeInterpreter;
-use mcc_gateway::exec::{Call, Engine, EngineSettings, Outcome};
-use mcc_gateway::mcp::{execute::parse_shell_json, text};
+use mcc_gateway::exec::{Call, Engine, Outcome};
+use mcc_gateway::calls::text;
+use mcc_gateway::mcp::execute::parse_shell_json;
 use mcc_gateway::session::{Scope, SessionStore};
 use serde_json::{Map, Value};
 
@@ -80,14 +81,7 @@ impl Local {
         };
         let sessions = SessionStore::from_settings(&settings.session)
             .context("the settings' session store")?;
-        let engine = Engine::new(EngineSettings {
-            runtime,
-            env_floor: settings.env_floor.clone(),
-            max_output_bytes: settings.server.response_max_size,
-            debug: settings.debug,
-            default_timeout: settings.execution.default_timeout(),
-            max_timeout: settings.execution.max_timeout(),
-        });
+        let engine = Engine::new(settings.engine_settings(runtime));
         Ok(Self {
             catalog,
             engine,

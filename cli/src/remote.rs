@@ -27,7 +27,7 @@ pub struct Described {
 
 /// The texts the gateway answers with instead of a result (MCC's notices).
 fn notice_is_error(text: &str) -> bool {
-    use mcc_gateway::mcp::text;
+    use mcc_gateway::calls::text;
     text.starts_with("Unknown tool: ")
         || text == text::UNAUTHORIZED
         || text == text::CANCELLED

@@ -13,20 +13,20 @@ use rmcp::transport::streamable_http_server::session::SessionStore as McpSession
 use crate::audit::Auditor;
 use crate::auth::{AuthSetupError, Authenticator, TokenReviewer};
 use crate::catalog::{self, LiveCatalog};
-use crate::config::{CatalogSource, Settings};
+use crate::config::{CatalogSource, FeatureRedis, Settings};
 use crate::exec::cache::ResultCache;
 use crate::exec::environment::EnvResolver;
 use crate::exec::introspect::RuntimeInterpreter;
 use crate::exec::pod::PodRunner;
 use crate::exec::render::Renderer;
-use crate::exec::{Engine, EngineSettings, Limiter};
+use crate::exec::{Engine, Limiter};
 use crate::http::{self, McpOptions};
 use crate::mcp::Shared;
 use crate::mcp::legacy_sessions::RedisSessionRegistry;
 use crate::mcp::session_owner::SessionOwners;
 use crate::metrics::Metrics;
 use crate::ratelimit::{Counter, RateLimits};
-use crate::search::{SearchError, SearchService};
+use mcc_search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
 use mcc_executor::Runtime;
 
@@ -266,14 +266,7 @@ fn build_parts(
             sessions.ttl(),
         )) as Arc<dyn McpSessionStore>
     });
-    let engine = Engine::new(EngineSettings {
-        runtime,
-        env_floor: settings.env_floor.clone(),
-        max_output_bytes: settings.server.response_max_size,
-        debug: settings.debug,
-        default_timeout: settings.execution.default_timeout(),
-        max_timeout: settings.execution.max_timeout(),
-    })
+    let engine = Engine::new(settings.engine_settings(runtime))
     .with_renderer(Renderer::from_settings(&settings.execution.render))
     .with_limiter(
         Limiter::new(settings.concurrency.limiter())
@@ -384,16 +377,16 @@ fn build_parts(
     })
 }
 
-/// The Redis a feature counts or writes in: its own `setting` when given, else the
-/// session store's (when sessions are in Redis), else none.
+/// The Redis a feature counts or writes in, by [`Settings::feature_redis`]: its own
+/// `setting` connected anew, or the session store's connection shared.
 fn redis_for(
     settings: &Settings,
     setting: &'static str,
     url: &Option<String>,
     sessions: &SessionStore,
 ) -> Result<Option<crate::redis_conn::Conn>, StartError> {
-    match url {
-        Some(url) => {
+    match settings.feature_redis(url.as_deref()) {
+        FeatureRedis::Own(url) => {
             let timeout = Duration::from_millis(settings.session.timeout_ms.max(1));
             crate::redis_conn::Redis::connect(
                 setting,
@@ -407,7 +400,8 @@ fn redis_for(
                 reason: e.reason,
             })
         }
-        None => Ok(sessions.redis_connection()),
+        FeatureRedis::Session(_) => Ok(sessions.redis_connection()),
+        FeatureRedis::None => Ok(None),
     }
 }
 

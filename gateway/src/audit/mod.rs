@@ -67,15 +67,6 @@ impl Default for AuditSettings {
 }
 
 impl AuditSettings {
-    /// The Redis of the stream: `audit.redis_url`, else the session store's (as the
-    /// gateway connects it).
-    pub fn stream_redis_url<'a>(
-        &'a self,
-        session: &'a crate::session::SessionSettings,
-    ) -> Option<&'a str> {
-        self.redis_url.as_deref().or_else(|| session.redis_url())
-    }
-
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         if self.queue_size == 0 {
             return Err(("audit.queue_size", "must be greater than 0".into()));

@@ -225,3 +225,22 @@ fn settings_file_from_flag_or_env() {
         Some(PathBuf::from("f.yaml"))
     );
 }
+
+#[test]
+fn a_feature_uses_its_own_redis_else_the_sessions() {
+    let memory = load(None, &env(&[])).unwrap();
+    assert_eq!(memory.feature_redis(None), FeatureRedis::None);
+    assert_eq!(
+        memory.feature_redis(Some("redis://own")),
+        FeatureRedis::Own("redis://own")
+    );
+    let redis = load(None, &env(&[("REDIS_URL", "redis://sessions")])).unwrap();
+    assert_eq!(
+        redis.feature_redis(None),
+        FeatureRedis::Session("redis://sessions")
+    );
+    assert_eq!(
+        redis.feature_redis(Some("redis://own")).url(),
+        Some("redis://own")
+    );
+}

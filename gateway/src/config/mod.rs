@@ -2,14 +2,18 @@
 //! environment overrides, validated up front so a bad setting stops startup with a message
 //! naming it. Every key is documented in `docs/configuration.md`.
 //!
-//! This module only reads and checks settings; building runtime state from them is the job
-//! of [`crate::app`].
+//! This module only reads, assembles and checks settings (each section's type belongs to
+//! the module it configures); building runtime state from them is the job of `app`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use mcc_executor::Runtime;
 use serde::Deserialize;
 use serde_json::Value;
+
+use crate::exec::EngineSettings;
 
 mod concurrency;
 mod connections;
@@ -57,7 +61,7 @@ pub struct Settings {
     /// Where `/metrics` is served and the credential it needs.
     pub metrics: MetricsSettings,
     /// Tool search (see `docs/search.md`).
-    pub search: crate::search::SearchConfig,
+    pub search: mcc_search::SearchConfig,
     /// Calls per caller and window: global, per group, per tool (see [`crate::ratelimit`]).
     pub rate_limit: crate::ratelimit::RateLimitSettings,
     /// The audit trail's sinks (see [`crate::audit`]).
@@ -151,7 +155,7 @@ impl Default for Settings {
             tools: vec!["examples/".into()],
             users_file: Some(PathBuf::from("examples/users/users.yaml")),
             session: SessionSettings::default(),
-            search: crate::search::SearchConfig::default(),
+            search: mcc_search::SearchConfig::default(),
             rate_limit: Default::default(),
             audit: Default::default(),
             log: LogSettings::default(),
@@ -183,10 +187,9 @@ impl Default for ServerSettings {
 }
 
 impl Settings {
-    /// The search service's settings; the embedding cache defaults to the session Redis.
-    pub fn search_settings(
-        &self,
-    ) -> Result<crate::search::SearchSettings, crate::search::SearchError> {
+    /// The search service's settings; the embedding cache's Redis (`search.redis_url`,
+    /// else the session Redis) is reached through the gateway's connection definition.
+    pub fn search_settings(&self) -> Result<mcc_search::SearchSettings, mcc_search::SearchError> {
         let mut out = self.search.settings()?;
         // Only a build that can run a local model looks for one.
         if cfg!(feature = "embed-local") && out.model_dir.is_none() && out.embeddings_url.is_none()
@@ -196,11 +199,66 @@ impl Settings {
                 tracing::info!(model_dir = %dir.display(), "search: using the model fetched by scripts/fetch-model.sh (set search.model_dir to choose another)");
             }
         }
-        if out.redis_url.is_none() {
-            out.redis_url = self.session.redis_url().map(str::to_string);
+        if let Some(url) = self.feature_redis(self.search.redis_url.as_deref()).url() {
+            let redis = crate::redis_conn::Redis::connect(
+                "search.redis_url",
+                url,
+                &self.session.redis_options(),
+                mcc_search::embed::REDIS_TIMEOUT,
+            )
+            .map_err(|e| mcc_search::SearchError::Config(e.to_string()))?;
+            out.redis = Some(std::sync::Arc::new(redis));
         }
-        out.redis_options = self.session.redis_options();
         Ok(out)
+    }
+}
+
+/// Which Redis a feature with a `redis_url` setting of its own uses (rate limits, the
+/// audit stream, the embedding cache): [`Settings::feature_redis`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeatureRedis<'a> {
+    /// Its own setting.
+    Own(&'a str),
+    /// None of its own: the session store's (sessions are kept in Redis).
+    Session(&'a str),
+    /// Neither: the feature keeps its state in this replica's memory, or has none.
+    None,
+}
+
+impl<'a> FeatureRedis<'a> {
+    pub fn url(self) -> Option<&'a str> {
+        match self {
+            FeatureRedis::Own(url) | FeatureRedis::Session(url) => Some(url),
+            FeatureRedis::None => None,
+        }
+    }
+}
+
+impl Settings {
+    /// The one rule for a feature's Redis: its own URL (`own`) when set, else the
+    /// session store's when sessions are in Redis, else none. The gateway connects by
+    /// it and `mcc audit` reads the stream by it, so the two cannot disagree.
+    pub fn feature_redis<'a>(&'a self, own: Option<&'a str>) -> FeatureRedis<'a> {
+        match (own, self.session.redis_url()) {
+            (Some(url), _) => FeatureRedis::Own(url),
+            (None, Some(url)) => FeatureRedis::Session(url),
+            (None, None) => FeatureRedis::None,
+        }
+    }
+}
+
+impl Settings {
+    /// The engine's settings: the one mapping the gateway and `mcc` (the CLI runs tools
+    /// locally with the same engine) both use. `runtime` is where processes run.
+    pub fn engine_settings(&self, runtime: Arc<dyn Runtime>) -> EngineSettings {
+        EngineSettings {
+            runtime,
+            env_floor: self.env_floor.clone(),
+            max_output_bytes: self.server.response_max_size,
+            debug: self.debug,
+            default_timeout: self.execution.default_timeout(),
+            max_timeout: self.execution.max_timeout(),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! truncation marker on output cut at the configured size.
 //!
 //! Also the one truncation rule of the gateway ([`limit`], [`truncate`]): a tool's output
-//! here and the whole response in [`crate::mcp::text`] are cut the same way.
+//! here and the whole response in `calls::text` are cut the same way.
 
 use std::time::Duration;
 
