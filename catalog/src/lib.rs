@@ -12,6 +12,7 @@
 //!   in Kubernetes mode load, and the API-key format it carries;
 //! - [`upstream`]: upstream MCP servers (`mcp_servers:`) and their tools as catalog tools;
 //! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
+//! - [`secret`]: [`Secret`], the one type for a credential that must never be printed;
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
 //!   the size limits of a Tool's text and lists, for its schema and the operator alike.
 
@@ -32,6 +33,7 @@ pub mod params;
 pub mod pyfmt;
 pub mod rate;
 pub mod rbac;
+pub mod secret;
 pub mod shards;
 pub mod signature;
 pub mod spec;
@@ -41,5 +43,6 @@ pub mod upstream;
 pub mod users;
 
 pub use load::{LoadError, Loaded, load};
+pub use secret::Secret;
 pub use signature::signature;
 pub use tool::{EnvPassthrough, Limits, Param, ParamType, Tool, ToolKind, User};
