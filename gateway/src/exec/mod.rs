@@ -9,6 +9,10 @@
 //! [`Execution`]: the [`Outcome`] (success value or failure triple), the context an fn
 //! tool left behind (for write-back) and whether it came from the cache.
 //!
+//! What goes in and comes out is [`call`]'s ([`Call`], [`Execution`], [`ExecError`]) and
+//! [`outcome`]'s ([`Outcome`]), so what the engine calls (the upstream proxy) reads them
+//! without reaching back into the engine.
+//!
 //! One module per step: [`params`] (guard) → [`cache`] (lookup) → [`environment`] →
 //! [`command`] / [`python`] → the runtime ([`mcc_executor`]: process, rlimits) →
 //! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store). The call's
@@ -20,11 +24,13 @@
 //! the reply comes back verbatim in [`Execution::upstream`].
 
 pub mod cache;
+pub mod call;
 pub mod command;
 pub mod environment;
 pub mod introspect;
 pub mod limiter;
 pub mod limits;
+pub mod outcome;
 pub mod params;
 pub mod pod;
 pub mod python;
@@ -32,7 +38,6 @@ pub mod render;
 pub mod result;
 pub mod transform;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,9 +51,11 @@ use mcc_executor::{Request, RunError, Runtime};
 use crate::upstream::Upstreams;
 
 pub use cache::{CacheError, ResultCache};
+pub use call::{Call, ExecError, Execution};
 pub use command::Part;
 pub use limiter::{Busy, Limiter, LimiterSettings};
 pub use limits::LimitError;
+pub use outcome::Outcome;
 pub use result::TRUNCATION_MARKER;
 
 use command::{SHELL, shell_args};
@@ -72,124 +79,6 @@ pub struct EngineSettings {
     pub default_timeout: Option<Duration>,
     /// No tool runs longer than this, whatever it declares.
     pub max_timeout: Option<Duration>,
-}
-
-/// One execution request.
-#[derive(Debug, Clone)]
-pub struct Call<'a> {
-    pub tool: &'a Tool,
-    /// Kubernetes mode: what the tool takes from the Kubernetes API (see
-    /// [`crate::catalog::Catalog::refs`]); `None` for file-mode tools.
-    pub refs: Option<&'a crate::catalog::ToolRefs>,
-    pub params: Map<String, Value>,
-    pub context: Map<String, Value>,
-    pub caller: &'a str,
-}
-
-/// What the tool produced.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Exit code 0: stdout (exec) or the callable's JSON result (fn).
-    Success(Value),
-    /// Non-zero exit, timeout (`code` -1) or a failed callable.
-    Failure {
-        code: i32,
-        stdout: String,
-        stderr: String,
-    },
-}
-
-/// An execution's result as the gateway needs it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Execution {
-    pub outcome: Outcome,
-    /// An upstream tool's result as the upstream sent it (`outcome` is read from it).
-    pub upstream: Option<crate::upstream::UpstreamReply>,
-    /// The context an fn tool that declares `context` left behind (not yet sanitized).
-    pub write_back: Option<Map<String, Value>>,
-    pub cached: bool,
-}
-
-impl Outcome {
-    /// The text a client sees: a string result as is, any other value as compact JSON,
-    /// a failure as the JSON array `[code, stdout, stderr]` (as MCC's FastMCP renders it).
-    pub fn to_text(&self) -> String {
-        match self {
-            Outcome::Success(Value::String(s)) => s.clone(),
-            Outcome::Success(v) => v.to_string(),
-            Outcome::Failure {
-                code,
-                stdout,
-                stderr,
-            } => Value::from(vec![
-                Value::from(*code),
-                Value::from(stdout.as_str()),
-                Value::from(stderr.as_str()),
-            ])
-            .to_string(),
-        }
-    }
-
-    pub fn is_success(&self) -> bool {
-        matches!(self, Outcome::Success(_))
-    }
-}
-
-/// Why a tool could not be run at all (the process never started or could not be read).
-/// Each names the tool and what is wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecError {
-    #[error("tool '{tool}': parameter '{param}' {problem}")]
-    Params {
-        tool: String,
-        param: String,
-        problem: String,
-    },
-    #[error("tool '{tool}': cannot render its {part}: {error}")]
-    Template {
-        tool: String,
-        part: Part,
-        error: String,
-    },
-    #[error("tool '{tool}': cannot read env_file {path}: {reason}")]
-    EnvFile {
-        tool: String,
-        path: PathBuf,
-        reason: String,
-    },
-    #[error("tool '{tool}': cwd {path} is not a directory")]
-    Cwd { tool: String, path: PathBuf },
-    #[error("tool '{tool}': Python interpreter not found: {python}")]
-    NoInterpreter { tool: String, python: String },
-    #[error("tool '{tool}': {source}")]
-    Limits { tool: String, source: LimitError },
-    #[error("tool '{tool}': cannot start {program}: {reason}")]
-    Spawn {
-        tool: String,
-        program: String,
-        reason: String,
-    },
-    /// The runtime itself failed (e.g. the executor is unreachable or restarted mid-call).
-    #[error("tool '{tool}': {source}")]
-    Runtime { tool: String, source: RunError },
-    #[error("tool '{tool}': the fn runner's output is not a JSON [result, context] pair: {reason}")]
-    RunnerOutput { tool: String, reason: String },
-    #[error("tool '{tool}': environment from Kubernetes: {reason}")]
-    EnvRefs { tool: String, reason: String },
-    #[error(
-        "tool '{tool}': runtime 'pod' is not enabled on this gateway (set execution.pod.enabled \
-         (MCC_EXECUTION__POD__ENABLED=true); with the Helm chart: podRuntime.enabled=true)"
-    )]
-    PodRuntime { tool: String },
-    /// No execution slot within the wait ([`limiter`]).
-    #[error("tool '{tool}': {source}")]
-    Busy { tool: String, source: Busy },
-    /// An upstream MCP server's tool could not be called ([`crate::upstream`]).
-    #[error("tool '{tool}': {source}")]
-    Upstream {
-        tool: String,
-        source: crate::upstream::UpstreamError,
-    },
 }
 
 /// Runs tools. Cheap to clone.

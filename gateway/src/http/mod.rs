@@ -47,11 +47,11 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 use crate::auth::{self, Authenticator};
-use caller_caps::CallerCaps;
 use crate::config::ServerSettings;
-use jsonrpc_guard::BodyLimit;
 use crate::mcp::{McpServer, Shared};
 use crate::metrics::MetricsSettings;
+use caller_caps::CallerCaps;
+use jsonrpc_guard::BodyLimit;
 
 /// Everything the probes and `/mcp` need.
 #[derive(Clone)]

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::shards;
 use crate::catalog::follow::{Latest, follower};
-use crate::catalog::{LiveCatalog, OnReload, Part};
 use crate::catalog::published;
+use crate::catalog::{LiveCatalog, OnReload, Part};
 
 /// Which ConfigMap holds the catalog.
 #[derive(Debug, Clone)]

@@ -21,9 +21,9 @@ use serde_json::{Map, Value};
 
 use super::ask::McpAsk;
 use super::logging::CallLog;
-use crate::calls::text;
 use super::{CallCtx, Shared};
 use crate::calls::execute::{self as pipeline, ExecRequest, Executed, Ran};
+use crate::calls::text;
 use crate::exec::Outcome;
 
 /// Kept here for the callers that knew it here (the `mcc` CLI).

@@ -21,8 +21,8 @@ use rmcp::model::{
     ResourceContents, ResourceTemplate,
 };
 
-use crate::calls::text;
 use super::{CallCtx, Shared};
+use crate::calls::text;
 use crate::calls::view;
 use crate::catalog::Catalog;
 

@@ -82,7 +82,10 @@ pub fn html(tools: &[&Tool]) -> String {
         "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>MCC tools</title></head>\n<body>\n<h1>Tools</h1>\n",
     );
     if tools.is_empty() {
-        out.push_str(&format!("<p>{}</p>\n", escape(crate::calls::text::NO_TOOLS)));
+        out.push_str(&format!(
+            "<p>{}</p>\n",
+            escape(crate::calls::text::NO_TOOLS)
+        ));
     }
     for tool in tools {
         out.push_str(&format!(

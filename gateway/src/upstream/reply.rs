@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::exec::Outcome;
+use crate::exec::outcome::Outcome;
 
 /// One upstream result, verbatim (within the response bounds of the connection).
 #[derive(Debug, Clone, PartialEq)]
