@@ -10,7 +10,7 @@
 # 3. helm (PATH, else scripts/ensure-helm.sh) and the `mcp` SDK (>= 2.3, PyPI; a venv in
 #    ~/.cache/mcc-images/venv when the system Python lacks it);
 # 4. e2e/pod_e2e.py: render, podman kube play, checks, podman kube down;
-# 5. the pod runtime's Pod spec played with podman (gateway/tests/pod_podman.rs, with
+# 5. the pod runtime's Pod spec played with podman (gateway/tests/it/pod_podman.rs, with
 #    MCC_PODMAN_E2E=1): an fn and an exec tool, each result equal to the local runtime's;
 #    the exec tool runs in a scratch image holding only the host's static busybox
 #    (busybox-static from apt when missing).
@@ -43,7 +43,7 @@ if [ ! -x /bin/busybox ] || readelf -l /bin/busybox | grep -q INTERP; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq busybox-static >/dev/null
 fi
 pod_spec_started=$SECONDS
-MCC_PODMAN_E2E=1 cargo test --quiet --locked -p mcc-gateway --test pod_podman || rc=$?
+MCC_PODMAN_E2E=1 cargo test --quiet --locked -p mcc-gateway --test it pod_podman:: || rc=$?
 echo "e2e/pod.sh: the pod runtime's Pod spec with podman in $((SECONDS - pod_spec_started)) s"
 echo "e2e/pod.sh: $((SECONDS - started)) s in all"
 exit $rc

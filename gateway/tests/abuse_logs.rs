@@ -4,6 +4,7 @@
 //! (`telemetry::bounded_lines`), so no call can write a line the size of its request into
 //! the gateway's log. The log is the gateway's own (`telemetry::init_writing_to`).
 
+#[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
 use mcc_gateway::test_writer::Captured;

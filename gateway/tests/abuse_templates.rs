@@ -6,6 +6,7 @@
 //! held to fuel, a text bound and a memory limit, and each hostile call gets an error
 //! saying which bound stopped it.
 
+#[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
 use std::time::{Duration, Instant};

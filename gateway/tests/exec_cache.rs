@@ -1,5 +1,6 @@
 //! The result cache (in memory and in a real Redis) and transforms.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::*;

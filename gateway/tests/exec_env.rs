@@ -3,6 +3,7 @@
 //! env, passthrough modes, env_file forms, fn tools' `MCC_CTX`/`PYTHONPATH`, and the
 //! clear errors for a bad env_file or cwd.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use common::*;

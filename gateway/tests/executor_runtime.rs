@@ -4,6 +4,7 @@
 //! executor fails calls at once with a clear message and takes the replica out of
 //! readiness, and nothing else stops.
 
+#[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
 use std::path::Path;

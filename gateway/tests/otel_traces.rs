@@ -5,6 +5,7 @@
 //! flushed at shutdown, the trace ids in JSON log lines; nothing sent when tracing is
 //! off; a bad OTEL_* value refused by name.
 
+#[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
 use std::collections::HashMap;

@@ -11,9 +11,9 @@ pub mod sweep;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_engine;
+mod engine_tests;
 #[cfg(test)]
-mod tests_sweep;
+mod sweep_tests;
 
 pub use run::PodRuntime;
 pub use sweep::Sweeper;
