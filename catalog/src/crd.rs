@@ -23,7 +23,9 @@ use crate::limits;
 use crate::tool::ParamType;
 
 mod check;
+mod mcpserver;
 pub use check::check_tool;
+pub use mcpserver::{MCPServer, MCPServerSpec, MCPServerStatus, SecretKey, UpstreamHeader};
 
 /// The API group of both resources.
 pub const GROUP: &str = "mcc.dev";

@@ -65,6 +65,10 @@ pub struct CatalogDocument {
     pub tools: Vec<CatalogTool>,
     /// Users (grants unioned by username), sorted by username.
     pub users: Vec<CatalogUser>,
+    /// Upstream MCP servers (`MCPServer` resources) whose tools are in `tools`, sorted by
+    /// server: where their `execute`s go ([`crate::upstream::PublishedUpstream`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<crate::upstream::PublishedUpstream>,
 }
 
 impl Default for CatalogDocument {
@@ -73,6 +77,7 @@ impl Default for CatalogDocument {
             format: FORMAT_VERSION,
             tools: Vec::new(),
             users: Vec::new(),
+            upstreams: Vec::new(),
         }
     }
 }
@@ -216,6 +221,7 @@ impl CatalogDocument {
         self.tools.sort_by(|a, b| a.tool.key.cmp(&b.tool.key));
         self.users
             .sort_by(|a, b| a.user.username.cmp(&b.user.username));
+        self.upstreams.sort_by(|a, b| a.server.cmp(&b.server));
         for u in &mut self.users {
             u.service_accounts.sort();
             u.service_accounts.dedup();
@@ -240,6 +246,10 @@ impl CatalogDocument {
                 .users
                 .windows(2)
                 .all(|w| w[0].user.username <= w[1].user.username)
+            && self
+                .upstreams
+                .windows(2)
+                .all(|w| w[0].server <= w[1].server)
             && self.users.iter().all(|u| {
                 strictly_sorted(&u.service_accounts)
                     && strictly_sorted(&u.oidc_subjects)
@@ -395,6 +405,10 @@ pub fn decode_entries(
         format: u32,
         tools: Vec<serde_json::Value>,
         users: Vec<serde_json::Value>,
+        // An upstream entry that cannot be read fails the document: its tools' calls
+        // would have nowhere to go.
+        #[serde(default)]
+        upstreams: Vec<crate::upstream::PublishedUpstream>,
     }
     let text = payload_text(json, gzip)?;
     // The common case, every entry readable: one pass straight into the document.
@@ -405,6 +419,7 @@ pub fn decode_entries(
     let mut skipped = Vec::new();
     let mut doc = CatalogDocument {
         format: raw.format,
+        upstreams: raw.upstreams,
         ..CatalogDocument::default()
     };
     for (i, value) in raw.tools.into_iter().enumerate() {

@@ -227,3 +227,50 @@ fn a_schema_that_does_not_compile_fails_every_call_with_the_same_reason() {
     );
     assert_eq!(validate_arguments(&broken, &Map::new()).unwrap_err(), first);
 }
+
+#[test]
+fn the_egress_allow_list_matches_hosts_and_prefixes_only() {
+    let allowed: Vec<String> = [
+        "mcp.internal",
+        "*.vendor.example",
+        "https://api.example.com/mcp",
+    ]
+    .map(String::from)
+    .to_vec();
+    for ok in [
+        "http://mcp.internal/mcp",
+        "https://MCP.internal:8443/x",
+        "https://a.vendor.example/mcp",
+        "https://a.b.vendor.example/",
+        "https://api.example.com/mcp",
+        "https://api.example.com/mcp/v2?x=1",
+        "https://api.example.com/mcp?x=1",
+    ] {
+        assert!(url_allowed(&allowed, ok), "{ok} should be allowed");
+    }
+    for refused in [
+        "http://other.internal/mcp",
+        "http://mcp.internal.evil.com/",
+        "https://vendor.example/",
+        "https://evilvendor.example/",
+        "https://api.example.com/mcpx",
+        "https://api.example.com/other",
+        "https://api.example.com.evil.com/mcp",
+        "https://api.example.com/mcp/../admin",
+        "https://api.example.com/mcp/%2E%2E/admin",
+        "http://mcp.internal@evil.com/",
+        "http://evil.com\\.mcp.internal/",
+        "http://evil.com\\@mcp.internal/",
+        "ftp://mcp.internal/",
+        "mcp.internal",
+    ] {
+        assert!(
+            !url_allowed(&allowed, refused),
+            "{refused} should be refused"
+        );
+    }
+    assert!(
+        !url_allowed(&[], "http://mcp.internal/"),
+        "an empty list allows nothing"
+    );
+}

@@ -210,7 +210,7 @@ fn raw_field<T: serde::de::DeserializeOwned>(
 }
 
 /// `rateLimit`: text in any spelling [`mcc_catalog::rate`] accepts, or the number -1.
-fn rate_limit(value: Option<&serde_json::Value>) -> Result<Option<RateLimit>, Invalid> {
+pub(crate) fn rate_limit(value: Option<&serde_json::Value>) -> Result<Option<RateLimit>, Invalid> {
     value
         .map(|v| {
             serde_json::from_value::<RateLimit>(v.clone())

@@ -1,17 +1,18 @@
-//! The CRD manifests of `Tool` and `UserGrant`, generated from the Rust types. `crds/`
+//! The CRD manifests of `Tool`, `UserGrant` and `MCPServer`, generated from the Rust types. `crds/`
 //! and the Helm chart's `charts/mcc/crds/` hold them committed; `mcc-operator crdgen`
 //! rewrites both and a test fails when either is stale.
 
 use std::path::Path;
 
 use kube::CustomResourceExt;
-use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_catalog::crd::{MCPServer, Tool, UserGrant};
 
 /// `(file name, YAML)` of each CRD.
 pub fn crd_files() -> Result<Vec<(&'static str, String)>, serde_saphyr::SerializeError> {
     Ok(vec![
         ("tools.mcc.dev.yaml", render(&Tool::crd())?),
         ("usergrants.mcc.dev.yaml", render(&UserGrant::crd())?),
+        ("mcpservers.mcc.dev.yaml", render(&MCPServer::crd())?),
     ])
 }
 

@@ -8,7 +8,9 @@
 //!   (watch scope, trusted namespaces, local-runtime namespaces, namespace → groups);
 //! - [`assemble`]: all objects and the policy → the catalog document and one verdict per
 //!   object (pure; every inclusion or exclusion is decided there);
-//! - [`controller`]: the reconcilers of both kinds and their shared [`controller::Context`];
+//! - [`controller`]: the reconcilers of the three kinds and their shared
+//!   [`controller::Context`];
+//! - [`upstream`]: discovery of `MCPServer` upstreams (their tools join the catalog);
 //! - [`status`], [`apikey`], [`publish`], [`leader`], [`metrics`]: status writes, API-key
 //!   Secrets, the catalog ConfigMap, the leader Lease, Prometheus metrics;
 //! - [`runner`]: the controllers and the publisher wired together.
@@ -27,6 +29,7 @@ pub mod quantity;
 pub mod runner;
 pub mod settings;
 pub mod status;
+pub mod upstream;
 
 #[cfg(test)]
 pub mod fixtures;

@@ -50,6 +50,21 @@ pub struct Policy {
     /// Namespaces outside the trusted ones whose Tools may ask for every session
     /// variable (`sessionKeys: ["*"]`); see [`Policy::session_access`].
     pub session_all: BTreeSet<String>,
+    /// Where `MCPServer`s may be declared (and so where the operator and the gateway read
+    /// their header Secrets); see [`Policy::refused_upstream`].
+    pub upstream_namespaces: PodScope,
+    /// The egress allow-list of upstream URLs ([`mcc_catalog::upstream::url_allowed`]);
+    /// empty: no upstream is allowed.
+    pub upstream_urls: Vec<String>,
+}
+
+/// Why an `MCPServer` is not discovered at all (the operator never connects to it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamRefusal {
+    /// Its namespace may not declare upstreams.
+    Namespace,
+    /// Its URL is not on the egress allow-list.
+    Url,
 }
 
 /// The namespaces where the gateway may create Pods.
@@ -113,6 +128,27 @@ impl Policy {
             pod_policy: BTreeMap::new(),
             tool_bytes: BTreeMap::new(),
             session_all: BTreeSet::new(),
+            upstream_namespaces: PodScope::Off,
+            upstream_urls: Vec::new(),
+        }
+    }
+
+    /// Whether an `MCPServer` of `namespace` with `url` may be connected to: its
+    /// namespace may declare upstreams and the URL is on the egress allow-list. Checked
+    /// before any connection (the operator must not be made to reach arbitrary hosts) and
+    /// again when the catalog is assembled.
+    pub fn refused_upstream(&self, namespace: &str, url: &str) -> Option<UpstreamRefusal> {
+        let namespace_ok = match &self.upstream_namespaces {
+            PodScope::Off => false,
+            PodScope::All => true,
+            PodScope::Only(set) => set.contains(namespace),
+        };
+        if !namespace_ok {
+            Some(UpstreamRefusal::Namespace)
+        } else if !mcc_catalog::upstream::url_allowed(&self.upstream_urls, url) {
+            Some(UpstreamRefusal::Url)
+        } else {
+            None
         }
     }
 

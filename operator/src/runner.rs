@@ -17,7 +17,7 @@ use kube::core::Selector;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Client};
-use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_catalog::crd::{MCPServer, Tool, UserGrant};
 
 use crate::Result;
 use crate::apikey::MANAGED_LABEL;
@@ -56,6 +56,10 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
             watcher::Config::default().labels(&managed),
         );
     }
+    let servers = Controller::new(
+        Api::<MCPServer>::all(client.clone()),
+        watcher::Config::default(),
+    );
     let (namespaces, namespace_loop) = match &settings.watch_selector {
         Some(selector) => {
             let (store, watch) = watch_namespaces(&client, selector, reconcile_all.clone());
@@ -63,14 +67,17 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
         }
         None => (None, futures::future::pending::<()>().boxed()),
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        tools.store(),
-        grants.store(),
-        metrics,
-        settings.policy,
-        namespaces,
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            tools.store(),
+            grants.store(),
+            metrics,
+            settings.policy,
+            namespaces,
+        )
+        .with_servers(servers.store()),
+    );
     let publisher =
         CatalogPublisher::new(client, &settings.publish.namespace, &settings.publish.name);
     let tool_loop = tools
@@ -87,8 +94,16 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
             ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
+    let server_loop = servers
+        .run(
+            controller::mcpserver::reconcile,
+            controller::mcpserver::error_policy,
+            ctx.clone(),
+        )
+        .for_each(|_| futures::future::ready(()));
     tokio::select! {
         _ = tool_loop => Ok(()),
+        _ = server_loop => Ok(()),
         _ = grant_loop => Ok(()),
         _ = namespace_loop => Ok(()),
         r = publish::run(ctx, publisher, reconcile_all, settings.publish) => r,
@@ -180,6 +195,14 @@ mod tests {
             .groups(&["ops"])
             .api_key(None);
         let alice_json = serde_json::to_value(&alice).unwrap();
+        // An upstream the test policy does not allow: refused on its status, never
+        // connected to (the scripted API server is the only thing it could reach).
+        let upstream = json!({
+            "apiVersion": "mcc.dev/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": "far", "namespace": "ns", "generation": 1,
+                         "creationTimestamp": "2026-06-01T00:00:00Z"},
+            "spec": {"url": "http://127.0.0.1:9/mcp"}
+        });
 
         let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
@@ -201,7 +224,11 @@ mod tests {
         let done =
             |statuses: &BTreeMap<String, Value>, catalog: &Option<Value>, events: &Vec<Value>| {
                 let warned = |name: &str| events.iter().any(|e| e["regarding"]["name"] == name);
-                statuses.len() == 5 && catalog.is_some() && warned("bad") && warned("dup")
+                statuses.len() == 6
+                    && catalog.is_some()
+                    && warned("bad")
+                    && warned("dup")
+                    && warned("far")
             };
         while !done(&statuses, &catalog, &events) {
             let (req, send) = tokio::time::timeout(Duration::from_secs(10), api.next_request())
@@ -226,6 +253,9 @@ mod tests {
                 }
                 ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
                     reply(send, 200, &list("UserGrantList", vec![alice_json.clone()]))
+                }
+                ("GET", "/apis/mcc.dev/v1alpha1/mcpservers") => {
+                    reply(send, 200, &list("MCPServerList", vec![upstream.clone()]))
                 }
                 ("GET", "/api/v1/namespaces/ns/secrets") => {
                     // Only in the trusted namespace, and only the operator's own.
@@ -258,6 +288,8 @@ mod tests {
                 ("PATCH", p) if p.ends_with("/status") => {
                     let source = if p.contains("/usergrants/") {
                         &alice_json
+                    } else if p.contains("/mcpservers/") {
+                        &upstream
                     } else {
                         let name = p.rsplit('/').nth(1).unwrap();
                         tools
@@ -296,6 +328,10 @@ mod tests {
         assert_eq!(
             reason("/apis/mcc.dev/v1alpha1/namespaces/ns/tools/report/status"),
             "Published"
+        );
+        assert_eq!(
+            reason("/apis/mcc.dev/v1alpha1/namespaces/ns/mcpservers/far/status"),
+            "UpstreamNotAllowed"
         );
         let grant = &statuses["/apis/mcc.dev/v1alpha1/namespaces/ns/usergrants/alice/status"];
         assert!(grant["apiKey"]["sha256"].is_string());
@@ -380,6 +416,9 @@ mod tests {
                 }
                 ("GET", "/apis/mcc.dev/v1alpha1/usergrants") => {
                     reply(send, 200, &list("UserGrantList", grants.clone()))
+                }
+                ("GET", "/apis/mcc.dev/v1alpha1/mcpservers") => {
+                    reply(send, 200, &list("MCPServerList", vec![]))
                 }
                 ("GET", "/api/v1/namespaces/ns/secrets" | "/api/v1/namespaces/team-b/secrets") => {
                     reply(send, 200, &list("SecretList", vec![]))

@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::assemble::Verdict;
-use crate::policy::PodRefusal;
+use crate::policy::{PodRefusal, UpstreamRefusal};
 use crate::{Error, Result};
 
 /// The field manager of every write the operator makes.
@@ -113,6 +113,27 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
             format!(
                 "the Tools of namespace {namespace} take {total} bytes of the catalog, over its budget of {budget} bytes (operator setting MCC_NAMESPACE_TOOL_BYTES, entry '{entry}'; chart value operator.namespaceToolBytes): its newest Tools are left out, this one ({size} bytes) among them; delete or shrink Tools of the namespace, or ask the platform team for a larger budget"
             ),
+        ),
+        Verdict::UpstreamNotAllowed { namespace, refusal } => (
+            false,
+            "UpstreamNotAllowed",
+            match refusal {
+                UpstreamRefusal::Namespace => format!(
+                    "namespace {namespace} may not declare MCPServers (operator setting MCC_UPSTREAM_NAMESPACES; chart value upstreams.namespaces): the operator does not connect to it"
+                ),
+                UpstreamRefusal::Url => "spec.url is not on the platform team's egress allow-list (operator setting MCC_UPSTREAM_ALLOWED_URLS; chart value upstreams.allowedUrls): the operator does not connect to it".to_string(),
+            },
+        ),
+        Verdict::NotDiscovered { error } => (
+            false,
+            match error {
+                Some(_) => "Unreachable",
+                None => "Discovering",
+            },
+            match error {
+                Some(e) => format!("no discovery of spec.url has succeeded yet: {e}"),
+                None => "the first discovery has not ended yet".to_string(),
+            },
         ),
         Verdict::UntrustedNamespace { namespace } => (
             false,

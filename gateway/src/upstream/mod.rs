@@ -3,7 +3,8 @@
 //! beside the files' tools. Owns the upstreams' state and their calls; the conversion
 //! rule is the catalog crate's, the catalog swap is [`crate::catalog::live`]'s.
 //!
-//! - [`connect`]: one rmcp client session per upstream, the bounded `tools/list`;
+//! - [`connect`]: one rmcp client session per upstream, the bounded `tools/list` (the
+//!   catalog crate's `upstream::client`, shared with the operator's discovery);
 //! - [`reply`]: a `tools/call` result, verbatim;
 //! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
 //!
@@ -15,7 +16,7 @@
 //! tool's timeout; dropping it (a cancelled `execute`) cancels the upstream request
 //! (`notifications/cancelled`).
 
-pub mod connect;
+pub use mcc_catalog::upstream::client as connect;
 pub mod merge;
 pub mod reply;
 
@@ -34,7 +35,7 @@ use connect::{ConnectError, Session};
 pub use reply::UpstreamReply;
 
 /// How long one discovery (connect and every page) may take.
-pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DISCOVERY_TIMEOUT: Duration = connect::DISCOVERY_TIMEOUT;
 /// The first retry of a failed upstream; doubled up to its `refresh`.
 const RETRY_MIN: Duration = Duration::from_secs(1);
 

@@ -8,6 +8,9 @@
 //!   the pod settings allowed there), it fits its namespace's budget of catalog bytes
 //!   (the oldest Tools first), and its namespace owns its key (see there for what "owns"
 //!   means);
+//! - [`upstreams`]: an MCPServer's tools are served when its namespace may declare
+//!   upstreams at its URL, it is valid, allowed its groups, discovered, and its tools fit
+//!   the namespace's budget (after the Tools, which come first for keys and budget);
 //! - [`grants`]: a UserGrant counts only in a trusted namespace; an API key whose prefix an
 //!   older grant's key already has is left out.
 //!
@@ -25,6 +28,9 @@ use crate::policy::{PodRefusal, Policy};
 
 pub mod grants;
 pub mod tools;
+pub mod upstreams;
+
+pub use upstreams::{ServerVerdict, Servers};
 
 #[cfg(test)]
 mod budget_tests;
@@ -34,6 +40,8 @@ mod pod_tests;
 mod session_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
 
 /// `namespace/name` of an object.
 pub fn object_key(ns: Option<&str>, name: Option<&str>) -> String {
@@ -82,6 +90,15 @@ pub enum Verdict {
         total: u64,
         size: u64,
     },
+    /// Excluded (an MCPServer): its namespace may not declare upstreams, or its URL is
+    /// not on the egress allow-list. The operator does not connect to it.
+    UpstreamNotAllowed {
+        namespace: String,
+        refusal: crate::policy::UpstreamRefusal,
+    },
+    /// Excluded (an MCPServer): no discovery of its current URL has succeeded yet
+    /// (`error`: why the last attempt failed; `None`: none ended yet).
+    NotDiscovered { error: Option<String> },
     /// A UserGrant outside the trusted namespaces: contributes nothing.
     UntrustedNamespace { namespace: String },
     /// A UserGrant served without its API key: the older grant `holder` has a key with
@@ -105,12 +122,31 @@ pub struct Assembly {
     pub tools: BTreeMap<String, ToolVerdict>,
     /// By `namespace/name`.
     pub grants: BTreeMap<String, Verdict>,
+    /// MCPServers, by `namespace/name`.
+    pub servers: BTreeMap<String, ServerVerdict>,
 }
 
-/// Builds the catalog from all tools and grants under `policy`.
+/// Builds the catalog from all tools and grants under `policy` (no upstreams).
 pub fn assemble(tools: &[Arc<Tool>], grants: &[Arc<UserGrant>], policy: &Policy) -> Assembly {
+    let none = BTreeMap::new();
+    let servers = Servers {
+        resources: &[],
+        discoveries: &none,
+    };
+    assemble_all(tools, grants, servers, policy)
+}
+
+/// Builds the catalog from all tools, grants and upstreams under `policy`. Tools first:
+/// a Tool's verdict never depends on an MCPServer.
+pub fn assemble_all(
+    tools: &[Arc<Tool>],
+    grants: &[Arc<UserGrant>],
+    servers: Servers<'_>,
+    policy: &Policy,
+) -> Assembly {
     let mut out = Assembly::default();
     tools::assemble(&mut out, tools, policy);
+    upstreams::assemble(&mut out, servers, policy);
     grants::assemble(&mut out, grants, policy);
     out.document.normalize();
     out

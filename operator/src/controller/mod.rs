@@ -1,5 +1,5 @@
-//! The reconcilers of `Tool` ([`tool`]) and `UserGrant` ([`grant`]), in the kube-rs
-//! `controller-rs` style: `reconcile(obj, ctx) -> Result<Action>` plus an
+//! The reconcilers of `Tool` ([`tool`]), `UserGrant` ([`grant`]) and `MCPServer`
+//! ([`mcpserver`]), in the kube-rs `controller-rs` style: `reconcile(obj, ctx) -> Result<Action>` plus an
 //! `error_policy`, sharing one [`Context`].
 
 use std::sync::{Arc, RwLock};
@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
-use mcc_catalog::crd::{Tool, UserGrant};
+use mcc_catalog::crd::{MCPServer, Tool, UserGrant};
 use tokio::sync::Notify;
 
 use crate::metrics::Metrics;
@@ -17,6 +17,7 @@ use crate::policy::Policy;
 use crate::{Error, Result};
 
 pub mod grant;
+pub mod mcpserver;
 pub mod tool;
 
 #[cfg(test)]
@@ -44,6 +45,10 @@ pub struct Context {
     pub policy: Policy,
     /// With a namespace label selector as watch scope: the Namespaces it matches.
     pub namespaces: Option<Store<Namespace>>,
+    /// Every MCPServer the MCPServer controller's watch has seen (empty without one).
+    pub servers: Store<MCPServer>,
+    /// What was discovered of each MCPServer.
+    pub discoveries: crate::upstream::Discoveries,
 }
 
 /// How often an unchanged object is looked at again.
@@ -75,7 +80,15 @@ impl Context {
             catalog_error: Arc::new(RwLock::new(None)),
             policy,
             namespaces,
+            servers: kube::runtime::reflector::store().0,
+            discoveries: Default::default(),
         }
+    }
+
+    /// The same context over the MCPServer controller's cache.
+    pub fn with_servers(mut self, servers: Store<MCPServer>) -> Self {
+        self.servers = servers;
+        self
     }
 
     /// The policy now: with a label selector as watch scope, `watched` holds the

@@ -25,7 +25,7 @@ use std::time::Duration;
 use futures::channel::mpsc;
 use mcc_catalog::document::DocumentError;
 
-use crate::assemble::{Assembly, assemble, object_key};
+use crate::assemble::{Assembly, Servers, assemble_all, object_key};
 use crate::controller::Context;
 use crate::controller::tool::expected_ready;
 use crate::status::{API_KEY_NOT_ISSUED, ready_reason, ready_state};
@@ -157,7 +157,21 @@ pub async fn cycle(
     let policy = ctx.current_policy().await?;
     let tools = ctx.tools.state();
     let grants = ctx.grants.state();
-    let assembly = assemble(&tools, &grants, &policy);
+    let servers = ctx.servers.state();
+    let discoveries = ctx
+        .discoveries
+        .read()
+        .map(|d| d.clone())
+        .unwrap_or_default();
+    let assembly = assemble_all(
+        &tools,
+        &grants,
+        Servers {
+            resources: &servers,
+            discoveries: &discoveries,
+        },
+        &policy,
+    );
     ctx.metrics.set_not_ready(&not_ready(&assembly));
     let result = publisher
         .publish_or_hold(&assembly.document, &ctx.metrics)

@@ -189,6 +189,9 @@ impl CatalogPublisher {
             format: doc.format,
             tools,
             users: doc.users.clone(),
+            // Where the held tools' upstream calls go: the current table (a held tool
+            // of an upstream removed since fails its calls as an unknown upstream).
+            upstreams: doc.upstreams.clone(),
         };
         let why = too_large.to_string();
         tracing::warn!(error = %why, tools = held.tools.len(), users = held.users.len(), "the catalog is too large: publishing its users, grants and keys with the tools of the last catalog written");

@@ -13,6 +13,8 @@
 //! | `--pod-namespaces` | `MCC_POD_NAMESPACES` | `*`, or a comma list: where the gateway may create Pods; unset: the pod runtime is off |
 //! | `--pod-policy` | `MCC_POD_POLICY` | JSON: namespace (or `*`) → what its pod Tools may ask for ([`pods`]) |
 //! | `--namespace-tool-bytes` | `MCC_NAMESPACE_TOOL_BYTES` | `ns-a=2Mi;*=1Mi`: catalog bytes each namespace's Tools may take ([`budget`]); unset: no budget |
+//! | `--upstream-namespaces` | `MCC_UPSTREAM_NAMESPACES` | `*`, or a comma list: where `MCPServer`s may be declared ([`upstreams`]); unset: nowhere |
+//! | `--upstream-allowed-urls` | `MCC_UPSTREAM_ALLOWED_URLS` | comma list of URL prefixes and hosts (`*.example.com`): the upstreams' egress allow-list; unset: none |
 //! | `--session-all-namespaces` | `MCC_SESSION_ALL_NAMESPACES` | comma list: namespaces outside the trusted ones whose Tools may ask for every session variable (`sessionKeys: ["*"]`); unset: none |
 //!
 //! An empty value counts as unset.
@@ -25,6 +27,7 @@ use crate::policy::{Groups, PodAllowance, PodScope, Policy};
 
 mod budget;
 mod pods;
+mod upstreams;
 
 pub use budget::quantity;
 
@@ -70,6 +73,13 @@ pub struct TenancyArgs {
     /// such Tools get only the variables they list).
     #[arg(long, env = "MCC_SESSION_ALL_NAMESPACES")]
     pub session_all_namespaces: Option<String>,
+    /// `*`, or namespaces where MCPServers may be declared, comma-separated (unset: none).
+    #[arg(long, env = "MCC_UPSTREAM_NAMESPACES")]
+    pub upstream_namespaces: Option<String>,
+    /// The upstream egress allow-list: URL prefixes (`https://api.example.com/mcp`) and
+    /// hosts (`mcp.internal`, `*.example.com`), comma-separated (unset: none).
+    #[arg(long, env = "MCC_UPSTREAM_ALLOWED_URLS")]
+    pub upstream_allowed_urls: Option<String>,
 }
 
 /// A setting that cannot be used, naming its flag and variable.
@@ -117,6 +127,8 @@ pub struct Tenancy {
     pub pod_policy: BTreeMap<String, PodAllowance>,
     pub tool_bytes: BTreeMap<String, u64>,
     pub session_all: BTreeSet<String>,
+    pub upstream_namespaces: PodScope,
+    pub upstream_urls: Vec<String>,
 }
 
 impl TenancyArgs {
@@ -150,6 +162,8 @@ impl TenancyArgs {
             tool_bytes: budget::tool_bytes(&self.namespace_tool_bytes)?,
             session_all: namespace_list(&self.session_all_namespaces, SESSION_ALL)?
                 .unwrap_or_default(),
+            upstream_namespaces: upstreams::namespaces(&self.upstream_namespaces)?,
+            upstream_urls: upstreams::allowed_urls(&self.upstream_allowed_urls)?,
         })
     }
 }
@@ -190,6 +204,8 @@ impl Tenancy {
             pod_policy: self.pod_policy.clone(),
             tool_bytes: self.tool_bytes.clone(),
             session_all: self.session_all.clone(),
+            upstream_namespaces: self.upstream_namespaces.clone(),
+            upstream_urls: self.upstream_urls.clone(),
         })
     }
 

@@ -13,6 +13,15 @@ pub(super) const POD_POLICY: (&str, &str) = ("--pod-policy", "MCC_POD_POLICY");
 
 /// `*`, a comma list of namespaces, or empty/unset (the pod runtime is off).
 pub(super) fn pod_scope(value: &Option<String>) -> Result<PodScope, SettingsError> {
+    namespace_scope(value, PODS)
+}
+
+/// `*`, or a comma list of namespaces; unset: none ([`PodScope::Off`]). Also the form of
+/// `--upstream-namespaces`.
+pub(super) fn namespace_scope(
+    value: &Option<String>,
+    setting: (&'static str, &'static str),
+) -> Result<PodScope, SettingsError> {
     let Some(text) = given(value) else {
         return Ok(PodScope::Off);
     };
@@ -23,11 +32,11 @@ pub(super) fn pod_scope(value: &Option<String>) -> Result<PodScope, SettingsErro
     for part in text.split(',').map(str::trim) {
         if part == "*" {
             return Err(error(
-                PODS,
+                setting,
                 "'*' (every namespace) stands alone, not in a list",
             ));
         }
-        check_namespace(part).map_err(|m| error(PODS, m))?;
+        check_namespace(part).map_err(|m| error(setting, m))?;
         out.insert(part.to_string());
     }
     Ok(PodScope::Only(out))

@@ -1,5 +1,7 @@
 //! One connection to an upstream MCP server (rmcp's streamable HTTP client), and the
-//! bounded `tools/list` over it. What a connection carries — the static headers, the
+//! bounded `tools/list` over it: the discovery client of both the gateway (file mode, and
+//! its `tools/call`s) and the operator (Kubernetes mode), behind the `upstream-client`
+//! feature so the rest of the catalog stays free of I/O. What a connection carries — the static headers, the
 //! custom CA, the response bounds — is decided here and nowhere else.
 //!
 //! The protocol generation is the upstream's: rmcp's `Auto` lifecycle asks
@@ -10,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcc_catalog::annotations::Annotations;
-use mcc_catalog::upstream::{Discovered, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
+use crate::annotations::Annotations;
+use crate::upstream::{Discovered, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
 };
@@ -40,7 +42,7 @@ impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
             ClientCapabilities::default(),
-            Implementation::new("mcc-gateway", env!("CARGO_PKG_VERSION")),
+            Implementation::new("mcc", env!("CARGO_PKG_VERSION")),
         )
     }
 
@@ -92,7 +94,8 @@ pub async fn connect(
     spec: &UpstreamSpec,
     list_changed: Arc<Notify>,
 ) -> Result<Session, ConnectError> {
-    crate::tls::install_crypto_provider();
+    // The process's one rustls provider (ring); a provider already installed stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut headers = reqwest::header::HeaderMap::new();
     for (name, value) in &spec.headers {
         let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
@@ -184,4 +187,21 @@ fn discovered(t: rmcp::model::Tool) -> Discovered {
             open_world_hint: hints.open_world_hint,
         },
     }
+}
+
+/// How long one discovery (connect and every page) may take.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One discovery on a connection of its own, closed after: connect, list every page,
+/// all within [`DISCOVERY_TIMEOUT`]. The operator's form (it keeps no session between
+/// refreshes); the gateway's file mode keeps its session for calls and `list_changed`.
+pub async fn discover_once(spec: &UpstreamSpec) -> Result<Vec<Discovered>, ConnectError> {
+    tokio::time::timeout(DISCOVERY_TIMEOUT, async {
+        let session = connect(spec, Arc::new(Notify::new())).await?;
+        let listed = list_tools(&session).await;
+        session.cancellation_token().cancel();
+        listed
+    })
+    .await
+    .map_err(|_| ConnectError::Timeout(DISCOVERY_TIMEOUT))?
 }

@@ -1,0 +1,219 @@
+//! Discovery of `MCPServer` upstreams: what the operator last listed of each upstream
+//! ([`Discovery`], kept in the [`Context`]'s [`Discoveries`]), the `MCPServer` → catalog
+//! [`UpstreamSpec`] rule ([`spec_of`]), and one discovery ([`discover`]: header values
+//! from Secrets, then the catalog crate's client, the same one the gateway's file mode
+//! uses). Turning a listing into tools is [`mcc_catalog::upstream::convert`], applied
+//! where the catalog is assembled ([`crate::assemble::upstreams`]), so a changed
+//! `groups`, `prefix` or filter takes effect without asking the upstream again.
+//!
+//! Who reads a header Secret: the operator here (discovery), the gateway at call time.
+//! Values are never stored beyond the one connection, never in a status, an Event, the
+//! catalog document or a log line.
+//!
+//! [`Context`]: crate::controller::Context
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use mcc_catalog::crd::MCPServer;
+use mcc_catalog::upstream::{self, Discovered, UpstreamSpec};
+
+use crate::convert::Invalid;
+
+/// What the operator last saw of one upstream.
+#[derive(Debug, Clone)]
+pub struct Discovery {
+    /// The URL the listing came from: a listing of another URL is never published under
+    /// a changed `spec.url`.
+    pub url: String,
+    /// The MCPServer generation discovered last (a changed spec is discovered again).
+    pub generation: Option<i64>,
+    /// The last good listing (empty before the first success).
+    pub listed: Vec<Discovered>,
+    /// Whether the last discovery succeeded.
+    pub available: bool,
+    /// The last failure's kind (no URL, header or upstream text).
+    pub last_error: Option<String>,
+    /// When the last discovery succeeded (RFC 3339).
+    pub last_refresh: Option<String>,
+    /// Whether a discovery ever succeeded for `url`.
+    pub listed_ok: bool,
+    /// When the last attempt ended.
+    pub attempted: Instant,
+    /// Consecutive failed attempts (the retry backs off).
+    pub failures: u32,
+}
+
+/// `namespace/name` → its discovery. Shared by the MCPServer reconciler (writer) and the
+/// publisher (reader).
+pub type Discoveries = Arc<RwLock<BTreeMap<String, Discovery>>>;
+
+/// The catalog's upstream spec of an MCPServer; `headers` are the values read from the
+/// Secrets (empty when only converting: values never shape tools). The spec's `name`
+/// is `namespace/name`, the `server` of every tool taken from it.
+pub fn spec_of(
+    server: &MCPServer,
+    headers: BTreeMap<String, String>,
+) -> Result<UpstreamSpec, Invalid> {
+    let ns = server.metadata.namespace.clone().unwrap_or_default();
+    let name = server.metadata.name.clone().unwrap_or_default();
+    let spec = &server.spec;
+    let invalid = |field: &str, message: &str| Invalid {
+        field: field.into(),
+        message: message.into(),
+    };
+    if upstream::url_host(&spec.url).is_none() {
+        return Err(invalid(
+            "url",
+            "expected an http:// or https:// URL with a plain host name (no user@, \\, .. or %2e)",
+        ));
+    }
+    if !spec.prefix.is_empty() && upstream::normalize(&spec.prefix) != spec.prefix {
+        return Err(invalid(
+            "prefix",
+            "only letters, digits, '_' and '-' may be used in a prefix",
+        ));
+    }
+    if let Some(t) = spec.timeout
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(invalid("timeout", "expected a positive number of seconds"));
+    }
+    let rate_limit = crate::convert::rate_limit(spec.rate_limit.as_ref())?;
+    Ok(UpstreamSpec {
+        name: format!("{ns}/{name}"),
+        url: spec.url.clone(),
+        groups: mcc_catalog::key::union_groups(&[], &spec.groups),
+        prefix: spec.prefix.clone(),
+        include: spec.include.clone(),
+        exclude: spec.exclude.clone(),
+        headers,
+        ca_file: None,
+        timeout: spec.timeout,
+        max_concurrency: spec
+            .max_concurrency
+            .map_or(upstream::DEFAULT_CONCURRENCY, |c| c.max(1) as usize),
+        refresh: spec.refresh_seconds.unwrap_or(upstream::DEFAULT_REFRESH),
+        cache_ttl: spec.cache_ttl,
+        rate_limit,
+        source: format!("MCPServer {ns}/{name}"),
+    })
+}
+
+/// Why a discovery failed: shown on the status as [`DiscoveryError::public`].
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("header {header}: {problem}")]
+    Header { header: String, problem: String },
+    #[error("Kubernetes API: {0}")]
+    Kube(#[source] kube::Error),
+    #[error(transparent)]
+    Upstream(#[from] upstream::client::ConnectError),
+}
+
+impl DiscoveryError {
+    /// The status text: names the header, Secret and key, never a value; for upstream
+    /// failures only their kind (a transport error may quote the URL's query).
+    pub fn public(&self) -> String {
+        match self {
+            DiscoveryError::Upstream(e) => e.public(),
+            DiscoveryError::Kube(_) => {
+                "the Kubernetes API failed while reading a header Secret".into()
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The header values of `server`, each from its Secret key in the server's namespace.
+async fn header_values(
+    client: &Client,
+    server: &MCPServer,
+) -> Result<BTreeMap<String, String>, DiscoveryError> {
+    let ns = server.metadata.namespace.as_deref().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let mut out = BTreeMap::new();
+    for h in &server.spec.headers {
+        let where_ = format!(
+            "Secret {ns}/{} key {}",
+            h.secret_key_ref.name, h.secret_key_ref.key
+        );
+        let problem = |p: &str| DiscoveryError::Header {
+            header: h.name.clone(),
+            problem: format!("{where_}: {p}"),
+        };
+        let secret = match api.get_opt(&h.secret_key_ref.name).await {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(problem("no such Secret")),
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                return Err(problem(
+                    "the operator may not read it (chart value upstreams.secretNames, or the namespace is not in upstreams.namespaces)",
+                ));
+            }
+            Err(e) => return Err(DiscoveryError::Kube(e)),
+        };
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&h.secret_key_ref.key))
+            .ok_or_else(|| problem("no such key"))?;
+        let value = std::str::from_utf8(&bytes.0)
+            .ok()
+            .filter(|v| !v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0))
+            .ok_or_else(|| problem("not a valid header value (UTF-8, no line breaks)"))?;
+        out.insert(h.name.clone(), value.to_string());
+    }
+    Ok(out)
+}
+
+/// One discovery of `server`: its header values, then connect and list (bounded by the
+/// client: [`upstream::client::DISCOVERY_TIMEOUT`], pages, tools, response size).
+pub async fn discover(
+    client: &Client,
+    server: &MCPServer,
+) -> Result<Vec<Discovered>, DiscoveryError> {
+    let headers = header_values(client, server).await?;
+    let spec = spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))?;
+    Ok(upstream::client::discover_once(&spec).await?)
+}
+
+/// `previous` updated with one attempt's `result` for `server`.
+pub fn record(
+    previous: Option<&Discovery>,
+    server: &MCPServer,
+    result: Result<Vec<Discovered>, DiscoveryError>,
+) -> Discovery {
+    let url = server.spec.url.clone();
+    // A listing of another URL is dropped: its tools came from elsewhere.
+    let kept = previous.filter(|p| p.url == url);
+    let generation = server.metadata.generation;
+    match result {
+        Ok(listed) => Discovery {
+            url,
+            generation,
+            listed,
+            available: true,
+            last_error: None,
+            last_refresh: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+            listed_ok: true,
+            attempted: Instant::now(),
+            failures: 0,
+        },
+        Err(e) => Discovery {
+            url,
+            generation,
+            listed: kept.map(|p| p.listed.clone()).unwrap_or_default(),
+            available: false,
+            last_error: Some(e.public()),
+            last_refresh: kept.and_then(|p| p.last_refresh.clone()),
+            listed_ok: kept.is_some_and(|p| p.listed_ok),
+            attempted: Instant::now(),
+            failures: previous.map_or(0, |p| p.failures) + 1,
+        },
+    }
+}
