@@ -12,6 +12,8 @@
 //!   in Kubernetes mode load, and the API-key format it carries;
 //! - [`upstream`]: upstream MCP servers (`mcp_servers:`) and their tools as catalog tools;
 //! - [`users`]: the users file (entries, OIDC subject bindings, its one reader);
+//! - [`snapshot`]: the immutable [`snapshot::Catalog`] a request reads (tools, users,
+//!   each tool's Kubernetes references), swapped whole by the gateway;
 //! - [`secret`]: [`Secret`], the one type for a credential that must never be printed;
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
 //!   the size limits of a Tool's text and lists, for its schema and the operator alike.
@@ -36,6 +38,7 @@ pub mod rbac;
 pub mod secret;
 pub mod shards;
 pub mod signature;
+pub mod snapshot;
 pub mod spec;
 pub mod template;
 pub mod tool;

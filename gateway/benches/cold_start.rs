@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcc_catalog::introspect::Introspector;
-use mcc_gateway::search::{Embedder, embedding_texts};
+use mcc_search::{Embedder, embedding_texts};
 use serde_json::Value;
 
 const GROUPS: usize = 200;
@@ -230,7 +230,7 @@ fn main() {
     // SAFETY: no other thread exists yet.
     #[cfg(feature = "embed-local")]
     unsafe {
-        mcc_gateway::search::local::settle_threads()
+        mcc_search::local::settle_threads()
     };
     let n: usize = std::env::var("MCC_BENCH_TOOLS")
         .ok()

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use mcc_catalog::Tool;
 use mcc_gateway::catalog::{Catalog, LiveCatalog};
 use mcc_gateway::config::Settings;
-use mcc_gateway::search::{Mode, SearchService};
+use mcc_search::{Mode, SearchService};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };

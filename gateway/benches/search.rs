@@ -21,8 +21,8 @@ mod eval;
 use std::time::{Duration, Instant};
 
 use mcc_catalog::Tool;
-use mcc_gateway::search::embed::{EmbeddingCache, content_hash, redis_key};
-use mcc_gateway::search::{Embedder, Fusion, Mode, SearchIndex, embedding_texts};
+use mcc_search::embed::{EmbeddingCache, content_hash, redis_key};
+use mcc_search::{Embedder, Fusion, Mode, SearchIndex, embedding_texts};
 
 const TEAMS: &[&str] = &[
     "payments",
@@ -97,7 +97,7 @@ fn main() {
     // SAFETY: no other thread exists yet.
     #[cfg(feature = "embed-local")]
     unsafe {
-        mcc_gateway::search::local::settle_threads()
+        mcc_search::local::settle_threads()
     };
     let base = eval::catalog();
     let queries: Vec<String> = eval::cases(&base).into_iter().map(|c| c.query).collect();
@@ -226,7 +226,7 @@ fn bench_size(
         vectors.push(v);
     }
     row.hybrid_uncached = Some(percentiles(uncached));
-    let query_cache = mcc_gateway::search::QueryCache::new(
+    let query_cache = mcc_search::QueryCache::new(
         std::num::NonZeroUsize::new(1024).unwrap(),
         Duration::from_secs(300),
     );

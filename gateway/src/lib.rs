@@ -10,7 +10,7 @@
 //!
 //! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
 //! [`upstream`] (upstream MCP servers' tools, discovered and proxied),
-//! [`search`] (hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the
+//! search ([`mcc_search`]: hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the
 //! binary's allocator).
 
 pub mod alloc;
@@ -31,7 +31,6 @@ pub mod metrics;
 pub mod ratelimit;
 pub mod redis_conn;
 pub mod rest;
-pub mod search;
 pub mod session;
 pub mod telemetry;
 // For the crate's tests and its integration tests alike (one capturing writer).

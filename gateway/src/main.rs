@@ -51,7 +51,7 @@ fn main() -> std::process::ExitCode {
     // SAFETY: no other thread exists yet (the runtime and telemetry start in `serve`).
     #[cfg(feature = "embed-local")]
     unsafe {
-        mcc_gateway::search::local::settle_threads()
+        mcc_search::local::settle_threads()
     };
     let result = match Cli::parse().command {
         Command::Serve { config, tools } => serve(config, tools),

@@ -2,12 +2,9 @@
 //! (ring, the one the whole workspace uses: no aws-lc-rs in the build) and the one HTTPS
 //! connector its hyper clients share (JWKS, the OTLP exporter).
 //!
-//! reqwest brings no provider of its own once any crate built in the same cargo
-//! invocation asks for its `rustls-no-provider` feature (the CLI's MCP client does), and
-//! then panics when a client is built without a process default. Whatever builds a
-//! reqwest client — the gateway's remote embedder, the CLI, the tests' HTTP clients —
-//! calls [`install_crypto_provider`] first, so no build of the workspace depends on which
-//! packages happened to be compiled together.
+//! [`install_crypto_provider`] is defined below the gateway, in `mcc_search::tls` (the
+//! remote embedder builds a reqwest client too; why every reqwest user calls it first is
+//! told there), and re-exported here for the gateway's other clients, the CLI and tests.
 
 use std::sync::Arc;
 
@@ -15,11 +12,7 @@ use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::RootCertStore;
 
-/// Installs ring as the process's default rustls provider; a no-op when one is already
-/// installed (by this function or anyone else).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub use mcc_search::tls::install_crypto_provider;
 
 /// The system's root certificates. Unreadable ones are skipped, not an error: a
 /// plain-http endpoint needs none, and a configured CA may be all that is needed.

@@ -1,10 +1,10 @@
-//! `search::local::settle_threads`: the thread count of the model's matrix products is
+//! `mcc_search::local::settle_threads`: the thread count of the model's matrix products is
 //! settled once from the CPUs this process may use, and an operator's own value is kept.
 //! Alone in its test binary: it sets an environment variable, which no other test may be
 //! reading at the same time.
 #![cfg(feature = "embed-local")]
 
-use mcc_gateway::search::local::settle_threads;
+use mcc_search::local::settle_threads;
 
 const VAR: &str = "RAYON_NUM_THREADS";
 

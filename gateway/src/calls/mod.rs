@@ -29,7 +29,7 @@ use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
 use crate::metrics::Metrics;
-use crate::search::SearchService;
+use mcc_search::SearchService;
 use crate::session::{Scope, SessionError, SessionStore};
 use execute::SessionFailure;
 

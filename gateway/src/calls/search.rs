@@ -1,4 +1,4 @@
-//! Search for a caller: rank with [`crate::search`] over the request's catalog snapshot
+//! Search for a caller: rank with [`mcc_search`] over the request's catalog snapshot
 //! (RBAC applied before ranking), time it, and record one audit event. Returns the hits
 //! as data ([`Found`]); MCP renders them as MCC's text ([`text`]), REST as JSON.
 
@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
-use crate::search::SearchError;
+use mcc_search::SearchError;
 
 /// One hit: the tool's key, its fused score and its signature block (ends with `\n`),
 /// as the request's catalog snapshot has it.
@@ -105,7 +105,7 @@ pub async fn search(
 /// MCC's search output: each hit as `[<score:.2f>]\n<signature>`, joined by a blank line,
 /// or its no-match text.
 pub fn text(found: &[Found]) -> String {
-    crate::search::render(found.iter().map(|f| (f.score, f.signature.as_str())))
+    mcc_search::render(found.iter().map(|f| (f.score, f.signature.as_str())))
 }
 
 #[cfg(test)]
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn text_is_mccs_format() {
-        assert_eq!(text(&[]), crate::search::NO_MATCH);
+        assert_eq!(text(&[]), mcc_search::NO_MATCH);
         let found = |key: &str, score| Found {
             key: key.into(),
             score,

@@ -3,7 +3,7 @@
 //! registry, session owners and the SSE event store ([`crate::mcp`]), the elicitation
 //! relay's pub/sub channel, rate-limit windows ([`crate::ratelimit`]), the result cache
 //! ([`crate::exec`]), the audit stream ([`crate::audit`]) and the search embedding cache
-//! ([`crate::search`]). So how Redis is reached — one server, a master through Sentinel
+//! (`mcc_search`, through [`mcc_search::RedisConnector`]). So how Redis is reached — one server, a master through Sentinel
 //! or a Redis Cluster ([`target`]), TLS and its CA, an ACL user — is read once and holds
 //! for all of them.
 //!
@@ -412,6 +412,16 @@ impl Redis {
                 Ok(BlockingConn::Cluster(Box::new(client.get_connection()?)))
             }
         }
+    }
+}
+
+/// The search embedding cache's Redis is this one (its blocking connections).
+impl mcc_search::RedisConnector for Redis {
+    fn blocking_connection(
+        &self,
+        timeout: Duration,
+    ) -> RedisResult<Box<dyn redis::ConnectionLike>> {
+        Ok(Box::new(Redis::blocking_connection(self, timeout)?))
     }
 }
 

@@ -7,8 +7,8 @@ use crate::eval;
 
 use std::path::{Path, PathBuf};
 
-use mcc_gateway::search::embed::{EmbeddingCache, redis_key};
-use mcc_gateway::search::{Embedder, SearchService, SearchSettings};
+use mcc_search::embed::{EmbeddingCache, redis_key};
+use mcc_search::{Embedder, SearchService, SearchSettings};
 
 fn model() -> Option<PathBuf> {
     match eval::model_dir() {
@@ -132,7 +132,7 @@ fn tool_embeddings_are_shared_through_redis() {
         .unwrap()
         .get_connection()
         .unwrap();
-    let key = redis_key(&mcc_gateway::search::embed::content_hash(e.id(), texts[0]));
+    let key = redis_key(&mcc_search::embed::content_hash(e.id(), texts[0]));
     let ttl: i64 = redis::cmd("TTL").arg(&key).query(&mut conn).unwrap();
     assert!(ttl > 0, "{key} has no expiry");
     let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();

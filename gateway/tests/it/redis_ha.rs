@@ -109,7 +109,7 @@ async fn every_user_works(store: &SessionStore, redis: &Redis, round: &str) {
     tokio::task::spawn_blocking(move || {
         let mut conn = redis.blocking_connection(Duration::from_secs(3)).unwrap();
         let keys: Vec<String> = (0..5)
-            .map(|i| mcc_gateway::search::embed::redis_key(&format!("{round}-{i}")))
+            .map(|i| mcc_search::embed::redis_key(&format!("{round}-{i}")))
             .collect();
         let mut pipe = redis::pipe();
         for k in &keys {

@@ -11,7 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
-use mcc_gateway::search::{Embedder, SearchService, SearchSettings};
+use mcc_search::{Embedder, SearchService, SearchSettings};
 use serde_json::{Value, json};
 
 #[derive(Clone)]

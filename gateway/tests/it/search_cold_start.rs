@@ -11,7 +11,7 @@ use std::time::Duration;
 use mcc_catalog::introspect::Introspector;
 use mcc_gateway::auth::api_key;
 use mcc_gateway::catalog::LiveCatalog;
-use mcc_gateway::search::{Embedder, SearchService};
+use mcc_search::{Embedder, SearchService};
 use mcp_support::*;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

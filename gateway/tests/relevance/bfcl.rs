@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use mcc_catalog::introspect::Introspector;
-use mcc_gateway::search::embed::EmbeddingCache;
-use mcc_gateway::search::{Embedder, Fusion, KeywordIndex, Mode, SearchIndex, Vector};
+use mcc_search::embed::EmbeddingCache;
+use mcc_search::{Embedder, Fusion, KeywordIndex, Mode, SearchIndex, Vector};
 use serde::Deserialize;
 
 use crate::eval;

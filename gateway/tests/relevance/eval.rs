@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use mcc_catalog::Tool;
 use mcc_catalog::introspect::Introspector;
-use mcc_gateway::search::{Mode, SearchIndex, SearchService};
+use mcc_search::{Mode, SearchIndex, SearchService};
 use serde::Deserialize;
 
 /// One query and the keys that answer it (any counts).
@@ -55,7 +55,7 @@ pub fn tune_paraphrases(tools: &[Tool]) -> Vec<Case> {
 /// The analyzed words (keyword analyzer: stop words out, stemmed) that `query` shares
 /// with the name or description of the tool keyed `key`; empty for a paraphrase.
 pub fn shared_words(tools: &[Tool], key: &str, query: &str) -> Vec<String> {
-    use mcc_gateway::search::keyword::{analyze, analyzer};
+    use mcc_search::keyword::{analyze, analyzer};
     let Some(tool) = tools.iter().find(|t| t.key == key) else {
         return Vec::new();
     };

@@ -8,7 +8,7 @@ mod bfcl;
 mod eval;
 mod tune;
 
-use mcc_gateway::search::{Mode, SearchService, SearchSettings};
+use mcc_search::{Mode, SearchService, SearchSettings};
 
 #[test]
 fn relevance_suite() {
@@ -133,8 +133,8 @@ fn paraphrases_share_no_word() {
 #[test]
 #[ignore = "tuning aid, prints a grid"]
 fn tune_fusion() {
-    use mcc_gateway::search::embed::EmbeddingCache;
-    use mcc_gateway::search::{Embedder, Fusion, SearchIndex};
+    use mcc_search::embed::EmbeddingCache;
+    use mcc_search::{Embedder, Fusion, SearchIndex};
     let Ok(dir) = eval::model_dir() else { return };
     let tools = eval::catalog();
     let cases = eval::cases(&tools);

@@ -9,7 +9,7 @@
 //! measured by `relevance_suite`.
 
 use mcc_catalog::Tool;
-use mcc_gateway::search::{Embedder, Mode, SearchIndex, dot};
+use mcc_search::{Embedder, Mode, SearchIndex, dot};
 
 use crate::eval::{self, Case, Metrics};
 
@@ -112,7 +112,7 @@ fn embed_tools(
 
 /// The analyzed terms of every keyword field of `t`.
 fn tool_terms(t: &Tool) -> std::collections::HashSet<String> {
-    use mcc_gateway::search::keyword::{analyze, analyzer};
+    use mcc_search::keyword::{analyze, analyzer};
     let params: Vec<String> = t
         .visible_params()
         .map(|p| format!("{} {}", p.name, p.description))
@@ -148,7 +148,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// no tool contains count in the denominator (with the highest IDF), so a query the
 /// catalog's words explain only in part covers no tool fully.
 fn coverage(tools: &[Tool], query: &str) -> Vec<f32> {
-    use mcc_gateway::search::keyword::{analyze, analyzer, auto_fuzziness};
+    use mcc_search::keyword::{analyze, analyzer, auto_fuzziness};
     let terms: Vec<std::collections::HashSet<String>> = tools.iter().map(tool_terms).collect();
     let mut words = analyze(&mut analyzer(), query);
     words.sort();

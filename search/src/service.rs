@@ -18,89 +18,20 @@
 //! and at most one per CPU at a time; a query longer than `search.max_query_bytes` is
 //! refused before any of it (a long query costs fuzzy expansions per word and field).
 
-use std::num::NonZeroUsize;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use mcc_catalog::snapshot::Catalog;
 use mcc_catalog::{Tool, User};
 use tokio::sync::{Semaphore, watch};
 
 use super::background::Worker;
 use super::{
-    Embedder, EmbeddingCache, Fusion, Hit, Mode, QueryCache, SearchError, SearchIndex, render,
-    render_results,
+    Embedder, EmbeddingCache, Hit, Mode, QueryCache, SearchError, SearchIndex, SearchSettings,
+    render, render_results,
 };
-use crate::catalog::Catalog;
-
-/// The default of `search.max_query_bytes`: far above any tool query an agent writes
-/// (a few words to a few sentences), far below what makes a search expensive.
-pub const DEFAULT_MAX_QUERY_BYTES: usize = 2048;
-
-/// Search configuration (the `search.*` keys; see docs/search.md), built from
-/// [`super::SearchConfig`].
-#[derive(Clone, PartialEq)]
-pub struct SearchSettings {
-    /// `search.model_dir`: a local BERT-family model directory.
-    pub model_dir: Option<PathBuf>,
-    /// `search.embeddings_url`: an OpenAI-compatible API base (used instead of a model).
-    pub embeddings_url: Option<String>,
-    /// `search.embeddings_model`: the model name sent to the endpoint.
-    pub embeddings_model: String,
-    /// `search.embeddings_api_key`: bearer token for the endpoint (never logged).
-    pub embeddings_api_key: Option<String>,
-    /// `search.redis_url`: where tool embeddings are shared between replicas.
-    pub redis_url: Option<String>,
-    /// How that Redis is reached beyond its URL (`session.redis_tls_ca_file`).
-    pub redis_options: crate::redis_conn::RedisOptions,
-    /// `search.max_results`: results returned per query.
-    pub max_results: usize,
-    /// `search.max_query_bytes`: longer queries are refused before any work is done.
-    pub max_query_bytes: usize,
-    /// `search.query_cache_size` / `search.query_cache_ttl_secs`.
-    pub query_cache_size: NonZeroUsize,
-    pub query_cache_ttl: Duration,
-    /// `search.keyword_weight`, `search.semantic_weight`, `search.keyword_saturation`.
-    pub fusion: Fusion,
-}
-
-impl Default for SearchSettings {
-    fn default() -> Self {
-        SearchSettings {
-            model_dir: None,
-            embeddings_url: None,
-            embeddings_model: "all-MiniLM-L6-v2".into(),
-            embeddings_api_key: None,
-            redis_url: None,
-            redis_options: Default::default(),
-            max_results: 10,
-            max_query_bytes: DEFAULT_MAX_QUERY_BYTES,
-            query_cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
-            query_cache_ttl: Duration::from_secs(300),
-            fusion: Fusion::default(),
-        }
-    }
-}
-
-impl std::fmt::Debug for SearchSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SearchSettings")
-            .field("model_dir", &self.model_dir)
-            .field("embeddings_url", &self.embeddings_url)
-            .field("embeddings_model", &self.embeddings_model)
-            .field(
-                "embeddings_api_key",
-                &self.embeddings_api_key.as_ref().map(|_| "<redacted>"),
-            )
-            .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
-            .field("max_results", &self.max_results)
-            .field("max_query_bytes", &self.max_query_bytes)
-            .field("fusion", &self.fusion)
-            .finish_non_exhaustive()
-    }
-}
 
 /// What `/readyz` says about search (no tool names: counts and flags).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -213,10 +144,7 @@ impl SearchService {
             ),
             Some(e) => tracing::info!(embedder = e.id(), "search: hybrid (keyword + semantic)"),
         }
-        let tool_cache = EmbeddingCache::with_redis_options(
-            settings.redis_url.as_deref(),
-            &settings.redis_options,
-        )?;
+        let tool_cache = EmbeddingCache::with_redis(settings.redis.clone());
         let empty = SearchIndex::build(&[], None, settings.fusion)?;
         let (swapped, _) = watch::channel(SearchStatus {
             embedder: embedder.is_some(),
@@ -413,27 +341,9 @@ impl SearchService {
         }
     }
 
-    /// The embedding of `query`, from the cache or computed on a blocking task. `None`
+    /// The embedding of `query`, from the cache or computed on the calling thread. `None`
     /// when search has no embedder or embedding fails (logged; search degrades to
     /// keyword for this query).
-    pub async fn query_embedding(&self, query: &str) -> Option<Vec<f32>> {
-        self.inner.embedder.as_ref()?;
-        if let Some(v) = self.inner.query_cache.get(query) {
-            return Some(v);
-        }
-        let this = self.clone();
-        let text = query.to_string();
-        let computed = tokio::task::spawn_blocking(move || this.embed_query_blocking(&text)).await;
-        match computed {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(error = %e, "search: query embedding task failed");
-                None
-            }
-        }
-    }
-
-    /// [`Self::query_embedding`] on the calling thread.
     pub fn embed_query_blocking(&self, query: &str) -> Option<Vec<f32>> {
         let embedder = self.inner.embedder.as_ref()?;
         if let Some(v) = self.inner.query_cache.get(query) {
@@ -502,18 +412,6 @@ impl SearchService {
         })
         .await
         .map_err(|e| SearchError::Task(e.to_string()))?
-    }
-
-    /// [`Self::search`] on the calling thread.
-    pub fn search_blocking(
-        &self,
-        catalog: Option<&Catalog>,
-        query: &str,
-        user: Option<&User>,
-        min_score: Option<f64>,
-    ) -> Result<(Arc<SearchIndex>, Vec<Hit>), SearchError> {
-        let ranked = self.rank(catalog, query, user, min_score)?;
-        Ok((ranked.index, ranked.hits))
     }
 
     fn rank(

@@ -8,6 +8,7 @@
 use std::io::Read;
 use std::time::Duration;
 
+use mcc_catalog::Secret;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -24,7 +25,7 @@ pub struct RemoteEmbedder {
     client: reqwest::blocking::Client,
     url: String,
     model: String,
-    api_key: Option<String>,
+    api_key: Option<Secret>,
     id: String,
 }
 
@@ -42,7 +43,7 @@ struct Item {
 
 impl RemoteEmbedder {
     /// `base` is the API base (`http://tei:8080/v1`); `/embeddings` is appended.
-    pub fn new(base: &str, model: &str, api_key: Option<String>) -> Result<Self, SearchError> {
+    pub fn new(base: &str, model: &str, api_key: Option<Secret>) -> Result<Self, SearchError> {
         let base = base.trim_end_matches('/');
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(SearchError::Config(format!(
@@ -83,7 +84,7 @@ impl RemoteEmbedder {
             .post(&self.url)
             .json(&json!({"model": self.model, "input": texts}));
         if let Some(key) = &self.api_key {
-            req = req.bearer_auth(key);
+            req = req.bearer_auth(key.expose());
         }
         let resp = req.send().map_err(|e| err(e.to_string()))?;
         let status = resp.status();

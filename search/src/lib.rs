@@ -1,11 +1,15 @@
-//! Hybrid tool search: what the `search` MCP tool answers with.
+//! Hybrid tool search: what the `search` MCP tool answers with. Its own crate so the
+//! compiler keeps the boundary: it reads the catalog (`mcc_catalog`, including the
+//! [`Catalog`](mcc_catalog::snapshot::Catalog) snapshot a request holds) and nothing of
+//! the gateway, which reaches it through [`SearchService`] and its settings.
 //!
 //! - [`keyword`]: a tantivy BM25 index with typo tolerance;
 //! - [`embed`] ([`local`], [`remote`]): sentence embeddings and their caches;
 //! - [`fusion`]: both rankings into one score per tool;
 //! - [`service`]: the live index, rebuilt off the request path and swapped atomically;
 //! - [`background`]: the thread that computes tool embeddings (nothing waits for it);
-//! - [`config`]: the `search.*` settings keys and their environment overrides;
+//! - [`config`]: the `search.*` settings keys and their validation into [`SearchSettings`];
+//! - [`tls`]: the process's rustls provider, which the remote embedder's client needs;
 //! - this file: one immutable [`SearchIndex`] over a catalog snapshot, the RBAC filter,
 //!   `min_score`, and the MCC output format ([`render_results`]).
 //!
@@ -23,18 +27,19 @@ pub mod keyword;
 pub mod local;
 pub mod remote;
 pub mod service;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcc_catalog::{Tool, User};
 
-pub use config::SearchConfig;
+pub use config::{DEFAULT_MAX_QUERY_BYTES, SearchConfig, SearchSettings};
 pub use coverage::Coverage;
-pub use embed::{Embedder, EmbeddingCache, QueryCache, Vector};
+pub use embed::{Embedder, EmbeddingCache, QueryCache, RedisConnector, Vector};
 pub use fusion::Fusion;
 pub use keyword::KeywordIndex;
-pub use service::{SearchService, SearchSettings, SearchStatus};
+pub use service::{SearchService, SearchStatus};
 
 /// What went wrong in search. Each variant says which part failed.
 #[derive(Debug, thiserror::Error)]
@@ -125,7 +130,7 @@ const LANES: usize = 16;
 /// accumulators. A plain `zip().map().sum()` adds one product at a time (floating-point
 /// addition is not reassociated for us), so ranking 10,000 tools took 4–5 ms, bound by
 /// the latency of one addition per element; in lanes the compiler vectorizes it and the
-/// scan runs at memory speed (benches/RESULTS-search.md).
+/// scan runs at memory speed (gateway/benches/RESULTS-search.md).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (a_lanes, a_rest) = a.as_chunks::<LANES>();
@@ -152,7 +157,7 @@ pub struct SearchIndex {
 /// The texts a tool is embedded from: its description and its signature block (the text
 /// MCC embeds). The tool's vector is the mean of their two vectors, so its cosine with a
 /// query is the mean of the two cosines; a tool without a description has the
-/// signature's alone. Chosen on the relevance suite (benches/RESULTS-search.md): the
+/// signature's alone. Chosen on the relevance suite (gateway/benches/RESULTS-search.md): the
 /// signature alone, the description alone, name + description, and with parameters or
 /// examples ranked worse.
 pub fn embedding_texts<'a>(tool: &'a Tool, signature: &'a str) -> Vec<&'a str> {
@@ -367,4 +372,4 @@ pub fn render_results(index: &SearchIndex, hits: &[Hit]) -> String {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_update;
+mod update_tests;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::tests::{catalog, tool};
 use super::*;
-use crate::catalog::Catalog;
+use mcc_catalog::snapshot::Catalog;
 
 /// Holds tool-text embedding runs until opened (queries pass: they are not signatures).
 #[derive(Default)]

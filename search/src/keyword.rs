@@ -56,7 +56,7 @@ struct WeightedField {
     weight: f32,
 }
 
-/// Per-field weights, chosen on the relevance suite (benches/RESULTS-search.md): the
+/// Per-field weights, chosen on the relevance suite (gateway/benches/RESULTS-search.md): the
 /// description carries most of what a natural-language query matches; the name counts
 /// half as much per word; the key repeats the name and groups, so it adds little.
 pub const FIELD_WEIGHTS: [(&str, f32); 6] = [

@@ -1,15 +1,80 @@
-//! The `search.*` configuration keys as they appear in the gateway's settings file and
-//! their validation into [`SearchSettings`]. Every error names the key that is wrong.
+//! The `search.*` configuration keys as they appear in the gateway's settings file
+//! ([`SearchConfig`]) and their validation into [`SearchSettings`], what the service
+//! runs with. Every error names the key that is wrong.
 //! (`MCC_SEARCH__<KEY>` environment overrides are applied by the gateway's settings
 //! loader, like every other `MCC_*` override.)
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{Fusion, SearchError, SearchSettings};
+use super::{Fusion, RedisConnector, SearchError};
+
+/// The default of `search.max_query_bytes`: far above any tool query an agent writes
+/// (a few words to a few sentences), far below what makes a search expensive.
+pub const DEFAULT_MAX_QUERY_BYTES: usize = 2048;
+
+/// Search configuration (the `search.*` keys; see docs/search.md), built from
+/// [`SearchConfig`].
+#[derive(Clone)]
+pub struct SearchSettings {
+    /// `search.model_dir`: a local BERT-family model directory.
+    pub model_dir: Option<PathBuf>,
+    /// `search.embeddings_url`: an OpenAI-compatible API base (used instead of a model).
+    pub embeddings_url: Option<String>,
+    /// `search.embeddings_model`: the model name sent to the endpoint.
+    pub embeddings_model: String,
+    /// `search.embeddings_api_key`: bearer token for the endpoint (never logged).
+    pub embeddings_api_key: Option<mcc_catalog::Secret>,
+    /// Where tool embeddings are shared between replicas: the Redis of
+    /// `search.redis_url`, connected by the caller (the gateway's connection definition;
+    /// its default is the session Redis). [`SearchConfig::settings`] leaves it unset.
+    pub redis: Option<Arc<dyn RedisConnector>>,
+    /// `search.max_results`: results returned per query.
+    pub max_results: usize,
+    /// `search.max_query_bytes`: longer queries are refused before any work is done.
+    pub max_query_bytes: usize,
+    /// `search.query_cache_size` / `search.query_cache_ttl_secs`.
+    pub query_cache_size: NonZeroUsize,
+    pub query_cache_ttl: Duration,
+    /// `search.keyword_weight`, `search.semantic_weight`, `search.keyword_saturation`.
+    pub fusion: Fusion,
+}
+
+impl Default for SearchSettings {
+    fn default() -> Self {
+        SearchSettings {
+            model_dir: None,
+            embeddings_url: None,
+            embeddings_model: "all-MiniLM-L6-v2".into(),
+            embeddings_api_key: None,
+            redis: None,
+            max_results: 10,
+            max_query_bytes: DEFAULT_MAX_QUERY_BYTES,
+            query_cache_size: NonZeroUsize::new(1024).unwrap_or(NonZeroUsize::MIN),
+            query_cache_ttl: Duration::from_secs(300),
+            fusion: Fusion::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for SearchSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchSettings")
+            .field("model_dir", &self.model_dir)
+            .field("embeddings_url", &self.embeddings_url)
+            .field("embeddings_model", &self.embeddings_model)
+            .field("embeddings_api_key", &self.embeddings_api_key)
+            .field("redis", &self.redis.as_ref().map(|_| "<set>"))
+            .field("max_results", &self.max_results)
+            .field("max_query_bytes", &self.max_query_bytes)
+            .field("fusion", &self.fusion)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The `search:` section of the settings (all keys optional; see docs/search.md).
 #[derive(Clone, Default, PartialEq, Deserialize)]
@@ -18,7 +83,7 @@ pub struct SearchConfig {
     pub model_dir: Option<PathBuf>,
     pub embeddings_url: Option<String>,
     pub embeddings_model: Option<String>,
-    pub embeddings_api_key: Option<String>,
+    pub embeddings_api_key: Option<mcc_catalog::Secret>,
     pub redis_url: Option<String>,
     pub max_results: Option<usize>,
     pub keyword_weight: Option<f32>,
@@ -35,10 +100,7 @@ impl std::fmt::Debug for SearchConfig {
             .field("model_dir", &self.model_dir)
             .field("embeddings_url", &self.embeddings_url)
             .field("embeddings_model", &self.embeddings_model)
-            .field(
-                "embeddings_api_key",
-                &self.embeddings_api_key.as_ref().map(|_| "<redacted>"),
-            )
+            .field("embeddings_api_key", &self.embeddings_api_key)
             .field("redis_url", &self.redis_url.as_ref().map(|_| "<set>"))
             .field("max_results", &self.max_results)
             .field("max_query_bytes", &self.max_query_bytes)
@@ -105,8 +167,7 @@ impl SearchConfig {
             embeddings_url: self.embeddings_url.clone(),
             embeddings_model: self.embeddings_model.clone().unwrap_or(d.embeddings_model),
             embeddings_api_key: self.embeddings_api_key.clone(),
-            redis_url: self.redis_url.clone(),
-            redis_options: Default::default(),
+            redis: None,
             max_results,
             query_cache_size,
             query_cache_ttl: self

@@ -14,6 +14,7 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use mcc_catalog::Secret;
 use sha2::{Digest, Sha256};
 
 use super::SearchError;
@@ -54,7 +55,7 @@ impl Embedder {
     }
 
     /// A client of an OpenAI-compatible embeddings endpoint.
-    pub fn remote(base: &str, model: &str, api_key: Option<String>) -> Result<Self, SearchError> {
+    pub fn remote(base: &str, model: &str, api_key: Option<Secret>) -> Result<Self, SearchError> {
         RemoteEmbedder::new(base, model, api_key).map(Embedder::Remote)
     }
 
@@ -134,13 +135,13 @@ pub type Vector = Arc<[f32]>;
 /// tens of MB of freed rows between live ones, which the allocator could not return.
 pub struct EmbeddingCache {
     memory: Mutex<HashMap<String, Vector>>,
-    redis: Option<crate::redis_conn::Redis>,
+    redis: Option<Arc<dyn RedisConnector>>,
     /// Redis entries expire after this long without a rebuild touching them.
     redis_ttl: Duration,
 }
 
-/// How long a Redis connection may take.
-const REDIS_CONNECT: Duration = Duration::from_secs(3);
+/// How long a Redis connection and each of its calls may take.
+pub const REDIS_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How many keys one Redis round trip reads or writes.
 const REDIS_CHUNK: usize = 500;
@@ -149,29 +150,49 @@ const REDIS_CHUNK: usize = 500;
 /// and a half of the local model on 2 cores).
 pub const COMPUTE_CHUNK: usize = 256;
 
-impl EmbeddingCache {
-    /// An in-memory cache; `redis_url` adds a shared second level.
-    pub fn new(redis_url: Option<&str>) -> Result<Self, SearchError> {
-        Self::with_redis_options(redis_url, &Default::default())
-    }
+/// The Redis the embedding cache shares between replicas: blocking connections to it.
+/// How it is reached (one server, Sentinel, Cluster, TLS, an ACL user) is the caller's:
+/// the gateway passes its one Redis connection definition; a [`redis::Client`] reaches
+/// a single server (tests, benchmarks). In a Cluster, the cache's pipelines stay in one
+/// slot ([`redis_key`]'s hash tag).
+pub trait RedisConnector: Send + Sync {
+    /// A connection, made within `timeout`.
+    fn blocking_connection(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<Box<dyn redis::ConnectionLike>>;
+}
 
-    /// [`Self::new`] reaching Redis as `options` say (TLS CA: the gateway's one Redis
-    /// connection definition, [`crate::redis_conn`]).
-    pub fn with_redis_options(
-        redis_url: Option<&str>,
-        options: &crate::redis_conn::RedisOptions,
-    ) -> Result<Self, SearchError> {
+impl RedisConnector for redis::Client {
+    fn blocking_connection(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<Box<dyn redis::ConnectionLike>> {
+        Ok(Box::new(self.get_connection_with_timeout(timeout)?))
+    }
+}
+
+impl EmbeddingCache {
+    /// An in-memory cache; `redis_url` (one `redis://` server) adds a shared second level.
+    /// A gateway passes its own connection instead ([`Self::with_redis`]).
+    pub fn new(redis_url: Option<&str>) -> Result<Self, SearchError> {
         let redis = redis_url
             .map(|u| {
-                crate::redis_conn::Redis::connect("search.redis_url", u, options, REDIS_CONNECT)
-                    .map_err(|e| SearchError::Config(e.to_string()))
+                redis::Client::open(u)
+                    .map(|c| Arc::new(c) as Arc<dyn RedisConnector>)
+                    .map_err(|e| SearchError::Config(format!("search.redis_url: {e}")))
             })
             .transpose()?;
-        Ok(EmbeddingCache {
+        Ok(Self::with_redis(redis))
+    }
+
+    /// An in-memory cache with `redis`, when given, as the shared second level.
+    pub fn with_redis(redis: Option<Arc<dyn RedisConnector>>) -> Self {
+        EmbeddingCache {
             memory: Mutex::new(HashMap::new()),
             redis,
             redis_ttl: Duration::from_secs(30 * 24 * 3600),
-        })
+        }
     }
 
     /// Embeddings of `texts` (in order), computing only those in neither cache. Redis
@@ -237,12 +258,12 @@ impl EmbeddingCache {
     }
 
     fn fill_from_redis(&self, hashes: &[String], found: &mut [Option<Vector>]) -> usize {
-        let Some(client) = &self.redis else { return 0 };
+        let Some(shared) = &self.redis else { return 0 };
         let want: Vec<usize> = (0..hashes.len()).filter(|&i| found[i].is_none()).collect();
         if want.is_empty() {
             return 0;
         }
-        let mut conn = match client.blocking_connection(REDIS_CONNECT) {
+        let mut conn = match shared.blocking_connection(REDIS_TIMEOUT) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "search: embeddings cache in Redis unavailable; computing");
@@ -252,7 +273,7 @@ impl EmbeddingCache {
         let mut hits = 0;
         for chunk in want.chunks(REDIS_CHUNK) {
             let keys: Vec<String> = chunk.iter().map(|&i| redis_key(&hashes[i])).collect();
-            let values: Vec<Option<Vec<u8>>> = match redis::cmd("MGET").arg(&keys).query(&mut conn)
+            let values: Vec<Option<Vec<u8>>> = match redis::cmd("MGET").arg(&keys).query(&mut *conn)
             {
                 Ok(v) => v,
                 Err(e) => {
@@ -271,12 +292,12 @@ impl EmbeddingCache {
     }
 
     fn store_in_redis(&self, fresh: &[(String, Vector)]) {
-        let Some(client) = &self.redis else { return };
+        let Some(shared) = &self.redis else { return };
         if fresh.is_empty() {
             return;
         }
-        let result = client
-            .blocking_connection(REDIS_CONNECT)
+        let result = shared
+            .blocking_connection(REDIS_TIMEOUT)
             .and_then(|mut conn| {
                 for chunk in fresh.chunks(REDIS_CHUNK) {
                     let mut pipe = redis::pipe();
@@ -288,7 +309,7 @@ impl EmbeddingCache {
                             .arg(self.redis_ttl.as_secs())
                             .ignore();
                     }
-                    pipe.query::<()>(&mut conn)?;
+                    pipe.query::<()>(&mut *conn)?;
                 }
                 Ok(())
             });

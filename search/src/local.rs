@@ -80,7 +80,7 @@ const THREADS_VAR: &str = "RAYON_NUM_THREADS";
 /// candle asks for its thread count on every matrix product. With the variable unset it
 /// counts the host's physical cores by parsing `/proc/cpuinfo` each time: about a third
 /// of a short query's embedding (10.5 → 7.3 ms p50 with the variable set;
-/// benches/RESULTS-search.md), and the count ignores a Pod's CPU limit, so a gateway
+/// gateway/benches/RESULTS-search.md), and the count ignores a Pod's CPU limit, so a gateway
 /// limited to 2 CPUs on a 64-core node would run 64-thread products.
 ///
 /// # Safety

@@ -1,13 +1,15 @@
 //! The catalog snapshot: one immutable view of tools (and, informationally, the users
-//! they were installed with) that a request holds from start to finish. Building and
-//! swapping snapshots belongs to [`super::live`]; the users authentication resolves
-//! against are the [`crate::auth::Directory`], swapped on its own.
+//! they were installed with) that a request holds from start to finish. Here, below the
+//! gateway, because search reads it too (`mcc_search` ranks against the snapshot a
+//! request holds). Building and swapping snapshots is the gateway's (`catalog::live`);
+//! the users authentication resolves against are its `auth::Directory`, swapped on its
+//! own.
 
 use std::collections::HashMap;
 
-use mcc_catalog::context::SessionAccess;
-use mcc_catalog::document::{EnvFromRef, EnvValueRef, PodSpec};
-use mcc_catalog::{Tool, User};
+use crate::context::SessionAccess;
+use crate::document::{EnvFromRef, EnvValueRef, PodSpec};
+use crate::{Tool, User};
 
 /// One consistent view of tools and users. Never mutated; replaced whole.
 #[derive(Debug, Default)]
@@ -90,10 +92,5 @@ impl Catalog {
 
     pub fn users(&self) -> &[User] {
         &self.users
-    }
-
-    /// The first user of the users file in `group` (what the dev auth backends act as).
-    pub fn first_user_in(&self, group: &str) -> Option<&User> {
-        self.users.iter().find(|u| u.in_group(group))
     }
 }

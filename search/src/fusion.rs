@@ -12,7 +12,7 @@
 //!
 //! The coverage factor keeps an incidental word of a paraphrase from outranking meaning:
 //! without it, hybrid search ranked paraphrase queries far below semantic-only search
-//! (benches/RESULTS-search.md).
+//! (gateway/benches/RESULTS-search.md).
 //!
 //! Both signals are absolute (neither is divided by the query's best score), so a query
 //! that matches nothing well gets low scores everywhere and a `min_score` keeps its
@@ -25,10 +25,11 @@
 //! Elasticsearch `match` query.
 
 /// The fusion parameters (see the module doc for the formula). The defaults were chosen
-/// on half of the relevance suite's queries and checked on the other half
-/// (`tune_fusion` in tests/relevance/main.rs; benches/RESULTS-search.md). On the BFCL
+/// on half of the relevance suite's queries and checked on the other half (`tune_fusion`
+/// in gateway/tests/relevance/main.rs; gateway/benches/RESULTS-search.md). On the BFCL
 /// benchmark's tuning split a keyword weight of 0.4 ranks better, but it lowers the
-/// held-out paraphrases (MRR 0.552 → 0.454), so 0.2 stays (benches/RESULTS-bfcl.md).
+/// held-out paraphrases (MRR 0.552 → 0.454), so 0.2 stays
+/// (gateway/benches/RESULTS-bfcl.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fusion {
     pub keyword_weight: f32,
