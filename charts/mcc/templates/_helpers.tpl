@@ -376,3 +376,27 @@ lifecycle:
       seconds: {{ int .shutdownDelaySecs }}
 {{- end -}}
 {{- end }}
+
+{{/*
+Egress rules to the allowed upstream MCP servers (upstreams.allowed): per entry, its `to`
+peers (any address without) on its `ports`, else the URL's port (443 for https, 80 for
+http; both for a host entry). Used by the operator's and the gateway's NetworkPolicies.
+*/}}
+{{- define "mcc.networkPolicy.upstreams" -}}
+{{- range .Values.upstreams.allowed }}
+{{- $rule := dict }}
+{{- with .to }}{{ $_ := set $rule "to" . }}{{ end }}
+{{- $ports := .ports }}
+{{- if not $ports }}
+{{- if contains "://" .url }}
+{{- $u := urlParse .url }}
+{{- $port := regexFind ":[0-9]+$" $u.host | trimPrefix ":" | default (ternary "443" "80" (eq $u.scheme "https")) }}
+{{- $ports = list (dict "port" (atoi $port) "protocol" "TCP") }}
+{{- else }}
+{{- $ports = list (dict "port" 443 "protocol" "TCP") (dict "port" 80 "protocol" "TCP") }}
+{{- end }}
+{{- end }}
+{{- $_ := set $rule "ports" $ports }}
+{{ toYaml (list $rule) }}
+{{- end }}
+{{- end }}
