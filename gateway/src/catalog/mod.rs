@@ -1,13 +1,14 @@
 //! The live catalog: what tools are served and who may call them, kept current from its
 //! source. One file per concern:
 //!
-//! - the immutable [`Catalog`] a request reads is `mcc_catalog`'s (search reads it too);
+//! - [`snapshot`]: the immutable [`Catalog`] a request reads;
 //! - [`users`]: the users file (file mode) read into the auth directory;
 //! - [`files`]: file mode's tool loading and the polling [`watch`] of tool and users files
 //!   (Kubernetes mode builds the same parts from the operator's document in
 //!   [`published`] and watches its ConfigMap in `crate::kube::watch`);
 //! - [`published`]: Kubernetes mode's source, the operator's published document decoded
 //!   into the same parts;
+//! - [`settings`]: the `catalog` section (which source);
 //! - [`exclude`]: which tools are left out (introspection failed, key collided);
 //! - [`live`]: the [`LiveCatalog`] and its status — tools and users swap on their own;
 //! - [`follow`]: work that follows a swap without delaying the next one (building
@@ -23,6 +24,8 @@ pub mod files;
 pub mod follow;
 pub mod live;
 pub mod published;
+pub mod settings;
+pub mod snapshot;
 pub mod users;
 
 use std::path::PathBuf;
@@ -31,7 +34,7 @@ pub use exclude::ExcludedTool;
 pub use files::{Fingerprint, watch};
 pub use follow::OnReload;
 pub use live::{LiveCatalog, Part, ReloadStatus};
-pub use mcc_catalog::snapshot::{Catalog, ToolRefs};
+pub use snapshot::{Catalog, ToolRefs};
 pub use users::{Users, load_users};
 
 /// Why a catalog could not be loaded; names the file.

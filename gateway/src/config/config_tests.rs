@@ -244,3 +244,89 @@ fn a_feature_uses_its_own_redis_else_the_sessions() {
         Some("redis://own")
     );
 }
+
+// The `execution` section (its type is `exec::settings`'s), as loading reads it.
+
+fn load_env(pairs: &[(&str, &str)]) -> Result<Settings, String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    load(None, &move |k| map.get(k).cloned()).map_err(|e| e.to_string())
+}
+
+const ON: [(&str, &str); 4] = [
+    ("MCC_CATALOG__SOURCE", "kubernetes"),
+    ("MCC_EXECUTION__POD__ENABLED", "true"),
+    (
+        "MCC_EXECUTION__POD__DEFAULT_IMAGE",
+        "ghcr.io/mcc-k8s/mcc-executor:1",
+    ),
+    (
+        "MCC_EXECUTION__POD__RUNNER_IMAGE",
+        "ghcr.io/mcc-k8s/mcc-executor:1",
+    ),
+];
+
+#[test]
+fn pod_settings_from_the_environment() {
+    let off = load_env(&[]).unwrap().execution.pod;
+    assert!(!off.enabled);
+    assert_eq!(off.max_per_tool, 4);
+    let mut env = ON.to_vec();
+    env.extend([
+        ("MCC_EXECUTION__POD__MAX_PER_TOOL", "2"),
+        (
+            "MCC_EXECUTION__POD__PASSTHROUGH_ENV",
+            r#"{"LANG": "C.UTF-8"}"#,
+        ),
+        ("MCC_EXECUTION__POD__NAMESPACES", "team-a; team-b"),
+        ("MCC_EXECUTION__POD__SWEEP_GRACE_SECS", "30"),
+        ("MCC_EXECUTION__POD__INSTANCE", "prod"),
+    ]);
+    let pod = load_env(&env).unwrap().execution.pod;
+    assert!(pod.enabled);
+    assert_eq!(pod.max_per_tool, 2);
+    assert_eq!(pod.passthrough_env["LANG"], "C.UTF-8");
+    assert_eq!(pod.namespaces, ["team-a", "team-b"]);
+    assert_eq!((pod.sweep_grace_secs, pod.instance.as_str()), (30, "prod"));
+    let replica = pod.replica_name(&|k| (k == "POD_NAME").then(|| "gw-0".to_string()));
+    assert_eq!(replica, "gw-0");
+}
+
+#[test]
+fn bad_pod_settings_name_the_key() {
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut env = ON.to_vec();
+        env.extend_from_slice(extra);
+        load_env(&env).unwrap_err()
+    };
+    let e = with(&[("MCC_EXECUTION__POD__DEFAULT_IMAGE", "")]);
+    assert!(e.contains("execution.pod.default_image"), "{e}");
+    let e = with(&[("MCC_EXECUTION__POD__MAX_PER_TOOL", "0")]);
+    assert!(e.contains("execution.pod.max_per_tool"), "{e}");
+    let e = with(&[("MCC_EXECUTION__POD__PASSTHROUGH_ENV", "LANG=C")]);
+    assert!(
+        e.contains("execution.pod.passthrough_env")
+            && e.contains("MCC_EXECUTION__POD__PASSTHROUGH_ENV"),
+        "{e}"
+    );
+    let e = with(&[("MCC_EXECUTION__POD__NAMESPACES", "Team_A")]);
+    assert!(
+        e.contains("execution.pod.namespaces") && e.contains("Team_A"),
+        "{e}"
+    );
+    let e = with(&[("MCC_EXECUTION__POD__INSTANCE", "a b")]);
+    assert!(e.contains("execution.pod.instance"), "{e}");
+    let e = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "0")]).unwrap_err();
+    assert!(e.contains("execution.render.workers"), "{e}");
+    let e = load_env(&[("MCC_EXECUTION__RENDER__MEMORY_MIB", "1")]).unwrap_err();
+    assert!(e.contains("execution.render.memory_mib"), "{e}");
+    let render = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "4")]).unwrap();
+    assert_eq!(render.execution.render.workers, 4);
+    let e = load_env(&[("MCC_EXECUTION__POD__ENABLED", "true")]).unwrap_err();
+    assert!(
+        e.contains("execution.pod.enabled") && e.contains("catalog.source: kubernetes"),
+        "{e}"
+    );
+}

@@ -13,22 +13,22 @@ use mcc_executor::Runtime;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::exec::EngineSettings;
-
-mod concurrency;
-mod connections;
-mod execution;
-mod otel;
 mod overrides;
 
-pub use crate::metrics::MetricsSettings;
-pub use concurrency::ConcurrencySettings;
-pub use connections::ConnectionSettings;
-pub use execution::{ExecutionSettings, RuntimeKind};
-pub use otel::{OTEL_VARIABLES, OtlpExport, RootSampler, Sampler, TraceExport, TracingSettings};
+use crate::exec::settings::{EngineSettings, is_env_name};
 
+// Each section's type belongs to the module it configures; this module assembles them.
 pub use crate::auth::AuthSettings;
+pub use crate::catalog::settings::{CatalogSettings, CatalogSource};
+pub use crate::exec::concurrency::ConcurrencySettings;
+pub use crate::exec::settings::{ExecutionSettings, PodRuntimeSettings, RuntimeKind};
+pub use crate::http::connections::ConnectionSettings;
+pub use crate::metrics::MetricsSettings;
 pub use crate::session::{SessionBackend, SessionSettings};
+pub use crate::telemetry::settings::{
+    LogFormat, LogSettings, OTEL_VARIABLES, OtlpExport, RootSampler, Sampler, TraceExport,
+    TracingSettings,
+};
 
 /// The default env floor (defined with the rest of the env rules in the catalog crate).
 pub use mcc_catalog::env::DEFAULT_FLOOR as DEFAULT_ENV_FLOOR;
@@ -95,55 +95,6 @@ pub struct ServerSettings {
     /// Answer a request that needs no server-to-client message as one JSON body instead
     /// of an SSE stream (rmcp falls back to SSE when a call elicits or notifies).
     pub json_response: bool,
-}
-
-/// The `log` section. The level is `MCC_LOG` (an `EnvFilter`, default `info`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct LogSettings {
-    /// `text` (default) or `json` (one JSON object per line, on stderr).
-    pub format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
-}
-
-/// The `catalog` section: where tools and users come from.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct CatalogSettings {
-    /// `files` (the `tools` and `users_file` settings) or `kubernetes` (the ConfigMap the
-    /// operator publishes, watched through the Kubernetes API).
-    pub source: CatalogSource,
-    /// Kubernetes mode: the ConfigMap's name.
-    pub configmap: String,
-    /// Kubernetes mode: its namespace (default: the namespace of the kubeconfig or of the
-    /// pod's ServiceAccount).
-    pub namespace: Option<String>,
-}
-
-/// Where the catalog comes from.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum CatalogSource {
-    #[default]
-    Files,
-    Kubernetes,
-}
-
-impl Default for CatalogSettings {
-    fn default() -> Self {
-        Self {
-            source: CatalogSource::Files,
-            configmap: "mcc-catalog".into(),
-            namespace: None,
-        }
-    }
 }
 
 impl Default for Settings {
@@ -491,12 +442,6 @@ fn validate_catalog(s: &Settings) -> Result<(), (&'static str, String)> {
         ));
     }
     Ok(())
-}
-
-fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl Settings {

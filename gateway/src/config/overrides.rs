@@ -564,7 +564,7 @@ mod tests {
         }
         assert!(mcc_catalog::env::is_gateway_setting("REDIS_URL"));
         assert!(mcc_catalog::env::is_gateway_setting("MCC_SETTINGS_FILE"));
-        for name in super::super::otel::OTEL_VARIABLES {
+        for name in crate::telemetry::settings::OTEL_VARIABLES {
             assert!(mcc_catalog::env::is_gateway_setting(name), "{name}");
         }
     }

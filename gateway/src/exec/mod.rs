@@ -26,6 +26,7 @@
 pub mod cache;
 pub mod call;
 pub mod command;
+pub mod concurrency;
 pub mod environment;
 pub mod introspect;
 pub mod limiter;
@@ -36,6 +37,7 @@ pub mod pod;
 pub mod python;
 pub mod render;
 pub mod result;
+pub mod settings;
 pub mod transform;
 
 use std::sync::Arc;
@@ -46,7 +48,7 @@ use serde_json::{Map, Value};
 use mcc_catalog::introspect::runner_args;
 use mcc_catalog::{Tool, ToolKind};
 pub use mcc_executor::process;
-use mcc_executor::{Request, RunError, Runtime};
+use mcc_executor::{Request, RunError};
 
 use crate::upstream::Upstreams;
 
@@ -57,29 +59,12 @@ pub use limiter::{Busy, Limiter, LimiterSettings};
 pub use limits::LimitError;
 pub use outcome::Outcome;
 pub use result::TRUNCATION_MARKER;
+pub use settings::EngineSettings;
 
 use command::{SHELL, shell_args};
 use environment::ProcessEnv;
 use limits::Rlimits;
 use process::Finished;
-
-/// Deployment-wide settings of the engine.
-#[derive(Debug, Clone)]
-pub struct EngineSettings {
-    /// Where tool processes run (and whose environment the floor and passthrough draw
-    /// from): [`mcc_executor::InProcess`] or [`mcc_executor::ExecutorClient`].
-    pub runtime: Arc<dyn Runtime>,
-    /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
-    pub env_floor: Vec<String>,
-    /// Results longer than this are cut, ending with `[Response truncated due to size limit]`.
-    pub max_output_bytes: usize,
-    /// Keep full Python tracebacks in fn tool errors.
-    pub debug: bool,
-    /// The timeout of a tool that declares none.
-    pub default_timeout: Option<Duration>,
-    /// No tool runs longer than this, whatever it declares.
-    pub max_timeout: Option<Duration>,
-}
 
 /// Runs tools. Cheap to clone.
 #[derive(Debug, Clone)]

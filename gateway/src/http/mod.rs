@@ -15,6 +15,7 @@
 //! SSE answer in one write), [`quickack`] (`TCP_QUICKACK` on accepted sockets).
 
 pub mod caller_caps;
+pub mod connections;
 pub mod jsonrpc_guard;
 pub mod quickack;
 pub mod sse_coalesce;
@@ -257,7 +258,7 @@ pub fn metrics_router(shared: Arc<Shared>, metrics: &MetricsSettings) -> Router 
 /// `/metrics`, behind the bearer token when one is configured.
 fn metrics_route(state: &HttpState, settings: &MetricsSettings) -> Router<HttpState> {
     let route = Router::new().route("/metrics", get(metrics));
-    match settings.token.clone() {
+    match settings.token.as_ref().map(mcc_catalog::Secret::expose) {
         None => route,
         Some(token) => route.layer(middleware::from_fn_with_state(
             (state.clone(), Arc::<str>::from(token)),

@@ -21,7 +21,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{Sampler as SdkSampler, SdkTracerProvider};
 
 use super::TelemetryError;
-use crate::config::{OtlpExport, RootSampler, Sampler};
+use super::settings::{OtlpExport, RootSampler, Sampler};
 
 /// A collector's answer is a small protobuf message; more than this is refused.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;

@@ -15,12 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::field::Empty;
 
-/// The request span's OpenTelemetry context, in the request's extensions.
-#[derive(Clone)]
-pub struct RequestTrace {
-    #[cfg(feature = "otel")]
-    pub(super) cx: opentelemetry::Context,
-}
+use super::spans::RequestTrace;
 
 /// Requests without a span: probes and scrapes come every few seconds and say nothing.
 fn untraced(path: &str) -> bool {

@@ -24,6 +24,7 @@ pub mod spans;
 mod export;
 #[cfg(feature = "otel")]
 pub mod log_ids;
+pub mod settings;
 
 pub use http::trace_request;
 pub use spans::within;
@@ -32,7 +33,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::{LogFormat, TraceExport, TracingSettings};
+use settings::{LogFormat, TraceExport, TracingSettings};
 
 /// The target of every span that may be exported (the literal in the span macros).
 pub const TARGET: &str = "mcc_trace";
@@ -312,7 +313,7 @@ mod tests {
             let TraceExport::Otlp(export) = &mut tracing.export else {
                 panic!("tracing.enabled: true exports");
             };
-            export.sampler = crate::config::Sampler::AlwaysOff;
+            export.sampler = settings::Sampler::AlwaysOff;
             let runtime = tokio::runtime::Runtime::new().unwrap();
             let captured = Captured::default();
             let writer = captured.clone();

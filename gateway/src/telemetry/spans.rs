@@ -53,6 +53,14 @@ where
     result
 }
 
+/// The request span's OpenTelemetry context, in the request's extensions: the
+/// `request` span (`super::http`) puts it there, [`within`] reads it.
+#[derive(Clone)]
+pub struct RequestTrace {
+    #[cfg(feature = "otel")]
+    pub(super) cx: opentelemetry::Context,
+}
+
 /// Runs `work` in the trace of the HTTP request `parts` belongs to: spans it opens are
 /// children of that request's span, whichever task polls it. Without a traced request
 /// (or without the `otel` feature), `work` runs as it is.
@@ -64,7 +72,7 @@ pub fn within<F: Future>(
     let work = {
         use opentelemetry::context::FutureExt as _;
         let cx = parts
-            .and_then(|p| p.extensions.get::<super::http::RequestTrace>())
+            .and_then(|p| p.extensions.get::<RequestTrace>())
             .map(|t| t.cx.clone())
             .unwrap_or_else(opentelemetry::Context::current);
         work.with_context(cx)

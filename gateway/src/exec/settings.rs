@@ -1,5 +1,7 @@
-//! The `execution` section: where tool processes run and how long they may take, and
-//! `execution.pod`: the pod runtime of `runtime: pod` Tools (Kubernetes mode).
+//! The engine's settings: the `execution` section (where tool processes run and how
+//! long they may take), `execution.pod` (the pod runtime of `runtime: pod` Tools,
+//! Kubernetes mode), and [`EngineSettings`], what the engine is built with (the mapping
+//! from the whole settings is `config::Settings::engine_settings`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use serde::Deserialize;
 use mcc_catalog::limits::is_dns_label;
 use mcc_executor::{Address, ExecutorClient, InProcess, Runtime};
 
-use super::CatalogSource;
-use crate::exec::render::RenderSettings;
+use super::render::RenderSettings;
+use crate::catalog::settings::CatalogSource;
 
 /// Where tool processes run.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
@@ -139,7 +141,7 @@ impl PodRuntimeSettings {
                 format!("must be between 1 and {max}"),
             ));
         }
-        if let Some(bad) = self.passthrough_env.keys().find(|n| !super::is_env_name(n)) {
+        if let Some(bad) = self.passthrough_env.keys().find(|n| !is_env_name(n)) {
             return Err((
                 "execution.pod.passthrough_env",
                 format!("'{bad}' is not an environment variable name"),
@@ -235,7 +237,7 @@ impl ExecutionSettings {
     }
 
     /// Checks that need more than a type.
-    pub(super) fn validate(&self, source: CatalogSource) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self, source: CatalogSource) -> Result<(), (&'static str, String)> {
         if source == CatalogSource::Kubernetes && self.runtime == RuntimeKind::InProcess {
             return Err((
                 "execution.runtime",
@@ -265,93 +267,27 @@ impl ExecutionSettings {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::collections::HashMap;
+/// Deployment-wide settings of the engine.
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    /// Where tool processes run (and whose environment the floor and passthrough draw
+    /// from): [`mcc_executor::InProcess`] or [`mcc_executor::ExecutorClient`].
+    pub runtime: Arc<dyn Runtime>,
+    /// Names of the env floor (`env_floor` / `MCC_ENV_FLOOR`).
+    pub env_floor: Vec<String>,
+    /// Results longer than this are cut, ending with `[Response truncated due to size limit]`.
+    pub max_output_bytes: usize,
+    /// Keep full Python tracebacks in fn tool errors.
+    pub debug: bool,
+    /// The timeout of a tool that declares none.
+    pub default_timeout: Option<Duration>,
+    /// No tool runs longer than this, whatever it declares.
+    pub max_timeout: Option<Duration>,
+}
 
-    use super::super::{Settings, load};
-
-    fn load_env(pairs: &[(&str, &str)]) -> Result<Settings, String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        load(None, &move |k| map.get(k).cloned()).map_err(|e| e.to_string())
-    }
-
-    const ON: [(&str, &str); 4] = [
-        ("MCC_CATALOG__SOURCE", "kubernetes"),
-        ("MCC_EXECUTION__POD__ENABLED", "true"),
-        (
-            "MCC_EXECUTION__POD__DEFAULT_IMAGE",
-            "ghcr.io/mcc-k8s/mcc-executor:1",
-        ),
-        (
-            "MCC_EXECUTION__POD__RUNNER_IMAGE",
-            "ghcr.io/mcc-k8s/mcc-executor:1",
-        ),
-    ];
-
-    #[test]
-    fn pod_settings_from_the_environment() {
-        let off = load_env(&[]).unwrap().execution.pod;
-        assert!(!off.enabled);
-        assert_eq!(off.max_per_tool, 4);
-        let mut env = ON.to_vec();
-        env.extend([
-            ("MCC_EXECUTION__POD__MAX_PER_TOOL", "2"),
-            (
-                "MCC_EXECUTION__POD__PASSTHROUGH_ENV",
-                r#"{"LANG": "C.UTF-8"}"#,
-            ),
-            ("MCC_EXECUTION__POD__NAMESPACES", "team-a; team-b"),
-            ("MCC_EXECUTION__POD__SWEEP_GRACE_SECS", "30"),
-            ("MCC_EXECUTION__POD__INSTANCE", "prod"),
-        ]);
-        let pod = load_env(&env).unwrap().execution.pod;
-        assert!(pod.enabled);
-        assert_eq!(pod.max_per_tool, 2);
-        assert_eq!(pod.passthrough_env["LANG"], "C.UTF-8");
-        assert_eq!(pod.namespaces, ["team-a", "team-b"]);
-        assert_eq!((pod.sweep_grace_secs, pod.instance.as_str()), (30, "prod"));
-        let replica = pod.replica_name(&|k| (k == "POD_NAME").then(|| "gw-0".to_string()));
-        assert_eq!(replica, "gw-0");
-    }
-
-    #[test]
-    fn bad_pod_settings_name_the_key() {
-        let with = |extra: &[(&'static str, &'static str)]| {
-            let mut env = ON.to_vec();
-            env.extend_from_slice(extra);
-            load_env(&env).unwrap_err()
-        };
-        let e = with(&[("MCC_EXECUTION__POD__DEFAULT_IMAGE", "")]);
-        assert!(e.contains("execution.pod.default_image"), "{e}");
-        let e = with(&[("MCC_EXECUTION__POD__MAX_PER_TOOL", "0")]);
-        assert!(e.contains("execution.pod.max_per_tool"), "{e}");
-        let e = with(&[("MCC_EXECUTION__POD__PASSTHROUGH_ENV", "LANG=C")]);
-        assert!(
-            e.contains("execution.pod.passthrough_env")
-                && e.contains("MCC_EXECUTION__POD__PASSTHROUGH_ENV"),
-            "{e}"
-        );
-        let e = with(&[("MCC_EXECUTION__POD__NAMESPACES", "Team_A")]);
-        assert!(
-            e.contains("execution.pod.namespaces") && e.contains("Team_A"),
-            "{e}"
-        );
-        let e = with(&[("MCC_EXECUTION__POD__INSTANCE", "a b")]);
-        assert!(e.contains("execution.pod.instance"), "{e}");
-        let e = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "0")]).unwrap_err();
-        assert!(e.contains("execution.render.workers"), "{e}");
-        let e = load_env(&[("MCC_EXECUTION__RENDER__MEMORY_MIB", "1")]).unwrap_err();
-        assert!(e.contains("execution.render.memory_mib"), "{e}");
-        let render = load_env(&[("MCC_EXECUTION__RENDER__WORKERS", "4")]).unwrap();
-        assert_eq!(render.execution.render.workers, 4);
-        let e = load_env(&[("MCC_EXECUTION__POD__ENABLED", "true")]).unwrap_err();
-        assert!(
-            e.contains("execution.pod.enabled") && e.contains("catalog.source: kubernetes"),
-            "{e}"
-        );
-    }
+/// Whether `name` can be an environment variable's name (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }

@@ -1,12 +1,12 @@
 //! The `concurrency` section: how many tool executions run at once (globally, per caller,
 //! per tool) and how long a call waits for a slot before it is answered "busy". The
-//! limiter itself is [`crate::exec::limiter`].
+//! limiter itself is [`super::limiter`].
 
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::exec::LimiterSettings;
+use super::LimiterSettings;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -42,7 +42,7 @@ impl ConcurrencySettings {
         }
     }
 
-    pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let max = tokio::sync::Semaphore::MAX_PERMITS;
         for (key, n) in [
             ("concurrency.max_executions", self.max_executions),

@@ -1,8 +1,9 @@
-//! The `tracing` section and the standard `OTEL_*` variables: whether spans are exported
-//! over OTLP, to where, as which service and how many. Read once at startup through the
-//! same environment lookup as the `MCC_*` overrides, and checked there, so a bad value
-//! stops the gateway naming the variable. Building the exporter from the result is
-//! [`crate::telemetry`]'s job; this module only decides.
+//! The telemetry's settings: the `log` section (the log's format) and the `tracing`
+//! section with the standard `OTEL_*` variables: whether spans are exported over OTLP,
+//! to where, as which service and how many. Read once at startup through the same
+//! environment lookup as the `MCC_*` overrides, and checked there, so a bad value stops
+//! the gateway naming the variable. Building the exporter from the result is
+//! [`super`]'s job; this module only decides.
 //!
 //! Export is off unless asked for: by an OTLP endpoint variable
 //! (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`) or by
@@ -12,6 +13,22 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+
+/// The `log` section. The level is `MCC_LOG` (an `EnvFilter`, default `info`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSettings {
+    /// `text` (default) or `json` (one JSON object per line, on stderr).
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
 
 /// The `tracing` section.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

@@ -60,7 +60,7 @@ impl ConnectionSettings {
         }
     }
 
-    pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let positive = |key, v: f64| {
             if v.is_finite() && v > 0.0 && v < 1e9 {
                 Ok(())
