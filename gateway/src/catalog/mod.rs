@@ -1,7 +1,7 @@
 //! The live catalog: what tools are served and who may call them, kept current from its
 //! source. One file per concern:
 //!
-//! - [`snapshot`]: the immutable [`Catalog`] a request reads;
+//! - the immutable [`Catalog`] a request reads is `mcc_catalog`'s (search reads it too);
 //! - [`users`]: the users file (file mode) read into the auth directory;
 //! - [`files`]: file mode's tool loading and the polling [`watch`] of tool and users files
 //!   (Kubernetes mode builds the same parts from the operator's document in
@@ -25,7 +25,6 @@ pub mod follow;
 pub mod live;
 pub mod published;
 pub mod settings;
-pub mod snapshot;
 pub mod users;
 
 use std::path::PathBuf;
@@ -34,7 +33,7 @@ pub use exclude::ExcludedTool;
 pub use files::{Fingerprint, watch};
 pub use follow::OnReload;
 pub use live::{LiveCatalog, Part, ReloadStatus};
-pub use snapshot::{Catalog, ToolRefs};
+pub use mcc_catalog::snapshot::{Catalog, ToolRefs};
 pub use users::{Users, load_users};
 
 /// Why a catalog could not be loaded; names the file.
