@@ -8,10 +8,13 @@
 //! [`calls::execute`], the one pipeline both surfaces run: MCP ([`mcp`]) and REST
 //! ([`rest`]).
 //!
-//! Around it: [`config`] (settings), [`catalog`] (the live catalog and hot reload),
-//! [`upstream`] (upstream MCP servers' tools, discovered and proxied),
-//! search ([`mcc_search`]: hybrid ranking behind the `search` tool), [`metrics`], [`http`] (routes and layers), [`telemetry`] (the log, OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the
-//! binary's allocator).
+//! Around it: [`config`] (loads the settings and assembles the sections, each owned by
+//! the module it configures), [`catalog`] (the live catalog, its sources and hot
+//! reload), [`upstream`] (upstream MCP servers' tools, discovered and proxied), search
+//! ([`mcc_search`]: hybrid ranking behind the `search` tool), [`metrics`], [`http`]
+//! (routes, the transport layers, the clients' TLS), [`telemetry`] (the log,
+//! OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the binary's
+//! allocator).
 
 pub mod alloc;
 pub mod app;
@@ -36,5 +39,4 @@ pub mod telemetry;
 // For the crate's tests and its integration tests alike (one capturing writer).
 #[doc(hidden)]
 pub mod test_writer;
-pub mod tls;
 pub mod upstream;

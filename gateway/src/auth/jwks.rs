@@ -256,7 +256,7 @@ impl JwksCache {
 }
 
 fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError> {
-    let mut roots = crate::tls::system_roots();
+    let mut roots = crate::http::tls::system_roots();
     if let Some(pem) = extra_ca_pem {
         let certs = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<Vec<_>, _>>()
@@ -271,7 +271,7 @@ fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError
         }
     }
     let connector =
-        crate::tls::https_connector(roots).map_err(|e| JwksSetupError::Tls(e.to_string()))?;
+        crate::http::tls::https_connector(roots).map_err(|e| JwksSetupError::Tls(e.to_string()))?;
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
@@ -380,7 +380,7 @@ mod tests {
             http_timeout: Duration::from_secs(5),
             ca_pem: None,
         };
-        crate::tls::install_crypto_provider();
+        crate::http::tls::install_crypto_provider();
         for ok in [
             "http://127.0.0.1:8080/jwks",
             "http://localhost/jwks",

@@ -284,13 +284,13 @@ pub fn http_client() -> reqwest::Client {
 
 /// [`http_client`]'s builder, for tests that set timeouts or pools.
 pub fn http_client_builder() -> reqwest::ClientBuilder {
-    mcc_gateway::tls::install_crypto_provider();
+    mcc_gateway::http::tls::install_crypto_provider();
     reqwest::Client::builder()
 }
 
 /// A legacy client (initialize handshake, `Mcp-Session-Id`).
 pub async fn legacy(url: &str, handler: TestClient) -> Client {
-    mcc_gateway::tls::install_crypto_provider();
+    mcc_gateway::http::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve(transport)
@@ -300,7 +300,7 @@ pub async fn legacy(url: &str, handler: TestClient) -> Client {
 
 /// A 2026-07-28 client (stateless, no session id).
 pub async fn stateless(url: &str, handler: TestClient) -> Client {
-    mcc_gateway::tls::install_crypto_provider();
+    mcc_gateway::http::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve_with_lifecycle(
@@ -447,7 +447,7 @@ pub async fn with_token_as(
 ) -> Client {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
-    mcc_gateway::tls::install_crypto_provider();
+    mcc_gateway::http::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(config);
     let lifecycle = if stateless_client {
         ClientLifecycleMode::Discover {
