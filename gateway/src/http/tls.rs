@@ -38,13 +38,3 @@ pub fn https_connector(
         .enable_http1()
         .build())
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_provider_is_installed_and_a_second_call_is_harmless() {
-        super::install_crypto_provider();
-        super::install_crypto_provider();
-        assert!(rustls::crypto::CryptoProvider::get_default().is_some());
-    }
-}
