@@ -176,6 +176,12 @@ async fn build_for_kubernetes(
         );
         Box::new((sweeper, pod.sweep_interval()))
     });
+    // MCPServers' tools: the operator discovers them; calls go to the URL each document
+    // records (crate::upstream::published), header values read by the same resolver.
+    let upstreams =
+        crate::upstream::Upstreams::new(shutdown.clone(), settings.execution.default_timeout());
+    upstreams.set_header_resolver(kube.resolver.clone());
+    catalog.attach_upstreams(upstreams);
     let runtime = settings.execution.build(settings.catalog.source);
     let mut gateway = build_parts(settings, catalog, search, shutdown, Some(kube), runtime)?;
     gateway.watch = Watch::Kubernetes {

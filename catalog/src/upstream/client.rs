@@ -73,6 +73,10 @@ pub enum ConnectError {
     TooManyTools { max: usize },
     #[error("the upstream's tools/list has more than {max} pages")]
     TooManyPages { max: usize },
+    /// Kubernetes mode: a header value could not be read from its Secret (the text names
+    /// the Secret and key, never a value).
+    #[error("header Secret: {0}")]
+    Headers(String),
 }
 
 impl ConnectError {
@@ -83,6 +87,7 @@ impl ConnectError {
             ConnectError::Client(_) => "its HTTP client cannot be built".into(),
             ConnectError::Connect(_) => "the connection failed".into(),
             ConnectError::List(_) => "tools/list failed".into(),
+            ConnectError::Headers(_) => "a header Secret cannot be read".into(),
             other => other.to_string(),
         }
     }

@@ -188,14 +188,18 @@ impl Version<'_> {
                 .map(|d| {
                     let mut users = published::users(&label, &d.doc.users);
                     users.excluded_api_keys += d.skipped_api_keys;
-                    (users, d.doc.tools, d.skipped_tools.len())
+                    (users, d.doc.tools, d.skipped_tools.len(), d.doc.upstreams)
                 })
                 .map_err(|e| e.to_string())
         })
         .await;
         match decoded {
-            Ok(Ok((users, tools, unreadable))) => {
+            Ok(Ok((users, tools, unreadable, upstreams))) => {
                 live.install_users(users);
+                // Where MCPServer tools' calls go: installed before the tools that use it.
+                if let Some(u) = live.upstreams() {
+                    u.set_published(upstreams);
+                }
                 live.clear_error(Part::Source);
                 self.builder.submit((tools, hash.clone(), unreadable));
                 *applied = hash;

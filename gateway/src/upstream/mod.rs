@@ -18,6 +18,8 @@
 
 pub use mcc_catalog::upstream::client as connect;
 pub mod merge;
+#[cfg(feature = "kubernetes")]
+pub mod published;
 pub mod reply;
 
 use std::collections::BTreeMap;
@@ -90,6 +92,9 @@ struct Inner {
     stop: CancellationToken,
     /// The timeout of a call whose upstream declares none.
     default_timeout: Option<Duration>,
+    /// Kubernetes mode: reads published upstreams' header Secrets.
+    #[cfg(feature = "kubernetes")]
+    header_resolver: std::sync::OnceLock<Arc<dyn crate::exec::environment::EnvResolver>>,
 }
 
 struct Server {
@@ -102,6 +107,10 @@ struct Server {
     /// `true` once the first discovery ended (either way).
     attempted: watch::Sender<bool>,
     stop: CancellationToken,
+    /// Kubernetes mode: the operator discovers; this server only calls, with header
+    /// values read from their Secrets when it connects ([`published`]).
+    #[cfg(feature = "kubernetes")]
+    published: Option<published::Headers>,
 }
 
 #[derive(Default)]
@@ -124,6 +133,8 @@ impl Upstreams {
                 handle: tokio::runtime::Handle::current(),
                 stop,
                 default_timeout,
+                #[cfg(feature = "kubernetes")]
+                header_resolver: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -151,6 +162,8 @@ impl Upstreams {
                         attempted: watch::channel(false).0,
                         stop: self.inner.stop.child_token(),
                         spec,
+                        #[cfg(feature = "kubernetes")]
+                        published: None,
                     });
                     self.inner
                         .handle
@@ -319,6 +332,14 @@ impl Server {
     fn lost(&self, e: &ConnectError) -> UpstreamError {
         tracing::warn!(upstream = self.name(), error = %e, "upstream call failed; marking it unavailable");
         let reason = e.public();
+        #[cfg(feature = "kubernetes")]
+        if self.published.is_some() {
+            // The operator owns availability here: the next call connects again.
+            return UpstreamError::Unavailable {
+                server: self.name().into(),
+                reason,
+            };
+        }
         {
             let mut st = self.state.lock().expect("upstream state");
             st.available = false;
@@ -338,6 +359,13 @@ impl Server {
             && !s.is_transport_closed()
         {
             return Ok(s.clone());
+        }
+        #[cfg(feature = "kubernetes")]
+        if let Some(headers) = &self.published {
+            let spec = headers.spec_with_values(&self.spec).await?;
+            let session = Arc::new(connect::connect(&spec, self.wake.clone()).await?);
+            *slot = Some(session.clone());
+            return Ok(session);
         }
         let session = Arc::new(connect::connect(&self.spec, self.wake.clone()).await?);
         *slot = Some(session.clone());

@@ -79,3 +79,4 @@ mod session_redis_outage;
 mod session_store;
 mod tool_annotations;
 mod upstream_everything;
+mod upstream_published;

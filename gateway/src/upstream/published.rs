@@ -1,0 +1,147 @@
+//! Kubernetes mode's upstreams: the operator discovers each `MCPServer` and publishes its
+//! tools with the catalog document, beside a table of where their calls go
+//! ([`PublishedUpstream`]: URL, header Secret references, availability). A gateway
+//! replica never discovers; it installs the table with each document
+//! ([`Upstreams::set_published`]) and calls the URL recorded there. Header values are
+//! read from their Secrets (in the MCPServer's namespace, through the same cached
+//! resolver as Tools' `valueFrom`) when a connection is opened, and live only in that
+//! connection's HTTP client.
+
+use std::sync::{Arc, Mutex};
+
+use mcc_catalog::document::{EnvValueRef, RefKind};
+use mcc_catalog::snapshot::ToolRefs;
+use mcc_catalog::upstream::{self, PublishedUpstream, UpstreamSpec};
+use tokio::sync::{Notify, Semaphore, watch};
+
+use super::connect::ConnectError;
+use super::{Server, State, Upstreams};
+use crate::exec::environment::EnvResolver;
+
+/// Where a published upstream's header values come from.
+pub struct Headers {
+    resolver: Option<Arc<dyn EnvResolver>>,
+    refs: ToolRefs,
+}
+
+impl Headers {
+    /// `spec` with its header values read now.
+    pub(super) async fn spec_with_values(
+        &self,
+        spec: &UpstreamSpec,
+    ) -> Result<UpstreamSpec, ConnectError> {
+        if self.refs.env_value_from.is_empty() {
+            return Ok(spec.clone());
+        }
+        let Some(resolver) = &self.resolver else {
+            return Err(ConnectError::Headers(
+                "no Kubernetes client to read header Secrets".into(),
+            ));
+        };
+        let values = resolver
+            .resolve(&self.refs)
+            .await
+            .map_err(ConnectError::Headers)?;
+        let mut spec = spec.clone();
+        spec.headers = values.value_from.into_iter().collect();
+        Ok(spec)
+    }
+}
+
+/// The spec a published upstream is called with (no discovery settings: the operator's).
+fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
+    UpstreamSpec {
+        name: up.server.clone(),
+        url: up.url.clone(),
+        groups: Vec::new(),
+        prefix: String::new(),
+        include: Vec::new(),
+        exclude: Vec::new(),
+        headers: Default::default(),
+        ca_file: None,
+        timeout: up.timeout,
+        max_concurrency: up.max_concurrency.clamp(1, 1024),
+        refresh: upstream::DEFAULT_REFRESH,
+        cache_ttl: None,
+        rate_limit: None,
+        source: format!("MCPServer {}", up.server),
+    }
+}
+
+fn refs_of(up: &PublishedUpstream) -> ToolRefs {
+    ToolRefs {
+        namespace: up.namespace.clone(),
+        resource: up.server.clone(),
+        env_from: Vec::new(),
+        env_value_from: up
+            .headers
+            .iter()
+            .map(|h| EnvValueRef {
+                env: h.name.clone(),
+                source: RefKind::Secret,
+                name: h.secret.clone(),
+                key: h.key.clone(),
+                optional: false,
+            })
+            .collect(),
+        pod: None,
+        session: Default::default(),
+    }
+}
+
+impl Upstreams {
+    /// Kubernetes mode: header Secrets of published upstreams are read through
+    /// `resolver` (set once, before the first document).
+    pub fn set_header_resolver(&self, resolver: Arc<dyn EnvResolver>) {
+        let _ = self.inner.header_resolver.set(resolver);
+    }
+
+    /// Installs the upstream table of a catalog document: a server whose entry is
+    /// unchanged keeps its connection (its availability follows the document), a new or
+    /// changed one connects on its first call, a removed one is dropped. No discovery
+    /// task runs: the operator discovers.
+    pub fn set_published(&self, table: Vec<PublishedUpstream>) {
+        let resolver = self.inner.header_resolver.get().cloned();
+        let mut servers = self.inner.servers.write().expect("upstreams lock");
+        let mut next = std::collections::BTreeMap::new();
+        for up in table {
+            let spec = spec_of(&up);
+            let refs = refs_of(&up);
+            let keep = servers.remove(&up.server).filter(|old| {
+                old.spec == spec && old.published.as_ref().is_some_and(|h| h.refs == refs)
+            });
+            let server = match keep {
+                Some(old) => old,
+                None => Arc::new(Server {
+                    permits: Semaphore::new(spec.max_concurrency),
+                    state: Mutex::new(State::default()),
+                    session: tokio::sync::Mutex::new(None),
+                    wake: Arc::new(Notify::new()),
+                    attempted: watch::channel(true).0,
+                    stop: self.inner.stop.child_token(),
+                    spec,
+                    published: Some(Headers {
+                        resolver: resolver.clone(),
+                        refs,
+                    }),
+                }),
+            };
+            {
+                let mut st = server.state.lock().expect("upstream state");
+                st.available = up.available;
+                st.last_error = up.reason.clone();
+            }
+            next.insert(up.server, server);
+        }
+        for removed in servers.values() {
+            removed.stop.cancel();
+            // No discovery task closes it: close its connection here.
+            if let Ok(mut slot) = removed.session.try_lock()
+                && let Some(session) = slot.take()
+            {
+                session.cancellation_token().cancel();
+            }
+        }
+        *servers = next;
+    }
+}
