@@ -1,6 +1,7 @@
 //! The executor end to end: the real `mcc-executor` binary serving a real Unix socket,
 //! real tool processes, and the gateway's client ([`ExecutorClient`]).
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! `mcc tool …` and `mcc session …` through a real `mcc-gateway serve` process, with a
 //! key minted by `mcc key mint` (api_key auth).
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{fails, mcc, ok, root, spawn_gateway};

@@ -2,7 +2,7 @@
 //! (`--allow-uid`, by `SO_PEERCRED`), how long a connection may hold it without a
 //! request, and that no process of a call outlives it, `setsid` or double fork.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

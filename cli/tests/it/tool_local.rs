@@ -1,6 +1,6 @@
 //! `mcc tool …` on local tool files (examples/), through the gateway's engine.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{fails, mcc, mcc_in, ok};

@@ -1,7 +1,7 @@
 //! `mcc mcp install CLIENT`: each client's documented shape, merged into an existing
 //! file without losing its other servers and settings.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::{fails, mcc_in, ok};

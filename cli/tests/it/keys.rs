@@ -1,7 +1,7 @@
 //! `mcc key mint|list|revoke` on a users file: what is written is what the gateway's
 //! reader and key check accept; the key itself is only printed.
 
-mod support;
+use crate::support;
 
 use chrono::Utc;
 use mcc_gateway::auth::api_key;

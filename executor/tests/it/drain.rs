@@ -2,7 +2,7 @@
 //! update: a call running at that moment, and one sent during the drain, are answered;
 //! then the executor exits 0 once no call has run for its quiet period.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

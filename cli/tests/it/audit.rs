@@ -4,7 +4,7 @@
 //! admin; filters, the four formats, paging, a non-admin's 403 that tells nothing, and
 //! bad filter values refused naming the flag or parameter.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ fn lines(text: &str) -> Vec<Value> {
 
 /// GET `path` of the gateway with `key`: the status and the JSON body.
 fn get(base: &str, path: &str, key: Option<&str>) -> (u16, Value) {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let mut request = reqwest::blocking::Client::new().get(format!("{base}{path}"));
     if let Some(k) = key {
         request = request.bearer_auth(k);
