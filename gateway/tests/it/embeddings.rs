@@ -138,6 +138,37 @@ fn tool_embeddings_are_shared_through_redis() {
     let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
 }
 
+/// The gateway's settings connect the embedding cache through its own Redis definition:
+/// with sessions in Redis and no `search.redis_url`, what the cache computes lands in the
+/// session Redis, where a new replica (an empty cache on the same settings) finds it.
+#[test]
+fn search_settings_share_embeddings_through_the_session_redis() {
+    let mut settings = mcc_gateway::config::Settings::default();
+    settings.session.backend = mcc_gateway::config::SessionBackend::Redis;
+    settings.session.redis_url = Some(redis_url());
+    let search = settings.search_settings().unwrap();
+    assert!(search.redis.is_some(), "no Redis for the embedding cache");
+    let e = Embedder::from_fn("settings-redis-test", |texts| {
+        Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+    });
+    let nonce = format!("{:?}", std::time::SystemTime::now());
+    let text = format!("a tool added at {nonce}");
+
+    let first = EmbeddingCache::with_redis(search.redis.clone());
+    let (_, stats) = first.embed_all(&e, &[&text]).unwrap();
+    assert_eq!((stats.computed, stats.redis_hits), (1, 0));
+    let replica = EmbeddingCache::with_redis(settings.search_settings().unwrap().redis);
+    let (_, stats) = replica.embed_all(&e, &[&text]).unwrap();
+    assert_eq!((stats.redis_hits, stats.computed), (1, 0));
+
+    let mut conn = redis::Client::open(redis_url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let key = redis_key(&mcc_search::embed::content_hash(e.id(), &text));
+    let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
+}
+
 #[test]
 fn hybrid_search_end_to_end() {
     let Some(dir) = model() else { return };
