@@ -157,13 +157,13 @@ pub fn mint(args: MintArgs, format: Format) -> anyhow::Result<()> {
     match format {
         Format::Json => output::json(&json!({
             "username": args.username,
-            "key": minted.raw,
+            "key": minted.raw.expose(),
             "prefix": minted.entry.prefix,
             "expires_at": expires,
             "file": path,
         })),
         Format::Text => {
-            println!("{}", minted.raw);
+            println!("{}", minted.raw.expose());
             eprintln!(
                 "API key for '{}' (prefix {}, {}) added to {}; it is shown only now",
                 args.username,

@@ -38,23 +38,14 @@ use prometheus_client::registry::Registry;
 
 /// The `metrics` settings section: where `/metrics` is served and whether it needs a
 /// credential (re-exported by [`crate::config`]).
-#[derive(Clone, Default, serde::Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSettings {
     /// Serve `/metrics` on this port only (same host as `server.host`), not on the MCP
     /// port. `null`: on the MCP port.
     pub port: Option<u16>,
     /// When set, `/metrics` answers only requests with `Authorization: Bearer <token>`.
-    pub token: Option<String>,
-}
-
-impl std::fmt::Debug for MetricsSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MetricsSettings")
-            .field("port", &self.port)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
-            .finish()
-    }
+    pub token: Option<mcc_catalog::Secret>,
 }
 
 impl MetricsSettings {
@@ -65,7 +56,7 @@ impl MetricsSettings {
                 format!("is server.port ({server_port}); choose another port or leave it unset"),
             ));
         }
-        if self.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        if self.token.as_ref().is_some_and(|t| t.expose().trim().is_empty()) {
             return Err(("metrics.token", "is empty; unset it or give a token".into()));
         }
         Ok(())

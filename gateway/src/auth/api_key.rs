@@ -8,6 +8,7 @@
 //! time.
 
 use chrono::{DateTime, Utc};
+use mcc_catalog::Secret;
 use mcc_catalog::apikey::{self as format, PREFIX_BYTES, SECRET_BYTES};
 
 use super::AuthError;
@@ -16,20 +17,10 @@ use super::directory::{ApiKeyEntry, Directory};
 pub use mcc_catalog::apikey::PREFIX_LEN;
 
 /// A freshly minted key: `raw` is shown to its owner once; `entry` goes in the users file.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MintedKey {
-    pub raw: String,
+    pub raw: Secret,
     pub entry: ApiKeyEntry,
-}
-
-impl std::fmt::Debug for MintedKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The raw key is a credential: keep it out of logs and panic messages.
-        f.debug_struct("MintedKey")
-            .field("raw", &"<redacted>")
-            .field("entry", &self.entry)
-            .finish()
-    }
 }
 
 /// Why a key could not be minted.
@@ -50,7 +41,7 @@ pub fn mint(expires_at: Option<DateTime<Utc>>) -> Result<MintedKey, MintError> {
             sha256: format::hash_key(&raw),
             expires_at,
         },
-        raw,
+        raw: raw.into(),
     })
 }
 
@@ -86,11 +77,12 @@ mod tests {
     #[test]
     fn minted_keys_have_the_documented_shape() {
         let key = mint(None).unwrap();
-        assert_eq!(parse_prefix(&key.raw), Some(key.entry.prefix.as_str()));
+        let raw = key.raw.expose();
+        assert_eq!(parse_prefix(raw), Some(key.entry.prefix.as_str()));
         assert_eq!(key.entry.sha256.len(), 64);
-        assert_eq!(key.raw.len(), 4 + PREFIX_LEN + 1 + 2 * SECRET_BYTES);
-        assert_eq!(mcc_catalog::apikey::hash_key(&key.raw), key.entry.sha256);
-        assert!(!format!("{key:?}").contains(&key.raw));
+        assert_eq!(raw.len(), 4 + PREFIX_LEN + 1 + 2 * SECRET_BYTES);
+        assert_eq!(mcc_catalog::apikey::hash_key(raw), key.entry.sha256);
+        assert!(!format!("{key:?}").contains(raw));
         assert_ne!(mint(None).unwrap().raw, key.raw);
     }
 

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
-use mcc_catalog::User;
+use mcc_catalog::{Secret, User};
 use serde::{Deserialize, Deserializer};
 
 use super::AuthError;
@@ -29,7 +29,7 @@ use super::jwks::{JwksCache, JwksOptions, VerifyingKey};
 
 /// `auth.jwt.*`: exactly one key source (`jwks_url`, `public_key_pem`,
 /// `public_key_file`, `hs256_secret`) plus the claims every token must satisfy.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JwtSettings {
     /// URL of the identity provider's JSON Web Key Set (RS256/ES256 keys by `kid`).
@@ -44,7 +44,7 @@ pub struct JwtSettings {
     /// An HS256 shared secret, at least 32 bytes. Prefer the `MCC_` environment override
     /// to writing it in a file.
     #[serde(default)]
-    pub hs256_secret: Option<String>,
+    pub hs256_secret: Option<Secret>,
     /// Required `iss` value (required: a token of another provider must not work here).
     #[serde(default)]
     pub issuer: Option<String>,
@@ -121,25 +121,6 @@ impl Default for JwtSettings {
             require_email_verified: true,
             username_claims: default_username_claims(),
         }
-    }
-}
-
-impl std::fmt::Debug for JwtSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The HS256 secret must never reach a log line.
-        f.debug_struct("JwtSettings")
-            .field("jwks_url", &self.jwks_url)
-            .field("public_key_file", &self.public_key_file)
-            .field(
-                "hs256_secret",
-                &self.hs256_secret.as_ref().map(|_| "<redacted>"),
-            )
-            .field("issuer", &self.issuer)
-            .field("audience", &self.audience)
-            .field("required_scopes", &self.required_scopes)
-            .field("require_email_verified", &self.require_email_verified)
-            .field("username_claims", &self.username_claims)
-            .finish_non_exhaustive()
     }
 }
 
@@ -355,7 +336,7 @@ fn key_source(settings: &JwtSettings) -> Result<KeySource, JwtSetupError> {
         let pem = read(path, "public_key_file")?;
         return Ok(KeySource::Static(pem_key(&pem, "public_key_file")?));
     }
-    let secret = settings.hs256_secret.as_deref().unwrap_or_default();
+    let secret = settings.hs256_secret.as_ref().map_or("", Secret::expose);
     if secret.len() < 32 {
         return Err(JwtSetupError::WeakSecret);
     }
@@ -563,7 +544,7 @@ mod tests {
     #[test]
     fn a_blank_username_claim_is_a_setup_error() {
         let settings = JwtSettings {
-            hs256_secret: Some("x".repeat(32)),
+            hs256_secret: Some("x".repeat(32).into()),
             audience: vec!["a".into()],
             issuer: Some(IDP.into()),
             username_claims: vec![" sub".into()],
@@ -580,7 +561,7 @@ mod tests {
     fn the_issuer_is_required() {
         for issuer in [None, Some(" ".to_string())] {
             let settings = JwtSettings {
-                hs256_secret: Some("x".repeat(32)),
+                hs256_secret: Some("x".repeat(32).into()),
                 audience: vec!["a".into()],
                 issuer,
                 ..JwtSettings::default()
@@ -588,5 +569,38 @@ mod tests {
             let err = JwtVerifier::new(&settings).err().unwrap().to_string();
             assert!(err.starts_with("auth.jwt.issuer: required"), "{err}");
         }
+    }
+
+    /// The settings file and the environment give secrets as plain strings (unchanged by
+    /// [`Secret`]); the loaded settings hold them but never print them.
+    #[test]
+    fn settings_with_secrets_load_and_never_print_them() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            "auth:\n  backend: jwt\n  jwt:\n    hs256_secret: file-secret-0123456789abcdef0123456789\n    issuer: i\n    audience: a\nsearch:\n  embeddings_api_key: file-api-key\nmetrics:\n  token: metrics-token\n",
+        )
+        .unwrap();
+        let env = |k: &str| (k == "MCC_SEARCH__EMBEDDINGS_API_KEY").then(|| "env-api-key".to_string());
+        let s = crate::config::load(Some(file.path()), &env).unwrap();
+        let jwt = &s.auth.jwt;
+        assert_eq!(
+            jwt.hs256_secret.as_ref().map(Secret::expose),
+            Some("file-secret-0123456789abcdef0123456789")
+        );
+        assert_eq!(
+            s.search.embeddings_api_key.as_ref().map(Secret::expose),
+            Some("env-api-key")
+        );
+        assert_eq!(
+            s.metrics.token.as_ref().map(Secret::expose),
+            Some("metrics-token")
+        );
+        JwtVerifier::new(jwt).unwrap();
+        let shown = format!("{s:?} {s:#?}");
+        for secret in ["file-secret", "api-key", "metrics-token"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("<redacted>"));
     }
 }

@@ -9,6 +9,8 @@
 //! redis+cluster://[user[:password]@]n1[:6379],n2[:6379],…
 //! ```
 
+use mcc_catalog::Secret;
+
 use super::{RedisSetupError, redact_url};
 
 /// How the servers of a [`Target`] are organised.
@@ -23,7 +25,7 @@ pub enum Topology {
 }
 
 /// A parsed Redis URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub topology: Topology,
     /// `rediss`: every connection (data nodes and sentinels) is TLS.
@@ -31,20 +33,8 @@ pub struct Target {
     /// `host:port` of the server, the sentinels or the seed nodes.
     pub hosts: Vec<String>,
     /// `user:password` as written (still percent-encoded), if any.
-    userinfo: Option<String>,
+    userinfo: Option<Secret>,
     pub db: i64,
-}
-
-impl std::fmt::Debug for Target {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Target")
-            .field("topology", &self.topology)
-            .field("tls", &self.tls)
-            .field("hosts", &self.hosts)
-            .field("userinfo", &self.userinfo.as_ref().map(|_| "<redacted>"))
-            .field("db", &self.db)
-            .finish()
-    }
 }
 
 /// Most hosts one URL may list.
@@ -80,7 +70,7 @@ impl Target {
         }
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (userinfo, hostlist) = match authority.rsplit_once('@') {
-            Some((u, h)) => (Some(u.to_string()).filter(|u| !u.is_empty()), h),
+            Some((u, h)) => ((!u.is_empty()).then(|| Secret::from(u)), h),
             None => (None, authority),
         };
         let default_port = if kind == "sentinel" { 26379 } else { 6379 };
@@ -149,8 +139,8 @@ impl Target {
         let scheme = if self.tls { "rediss" } else { "redis" };
         let user = self
             .userinfo
-            .as_deref()
-            .map(|u| format!("{u}@"))
+            .as_ref()
+            .map(|u| format!("{}@", u.expose()))
             .unwrap_or_default();
         format!("{scheme}://{user}{host}/{}", self.db)
     }

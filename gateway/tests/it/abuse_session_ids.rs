@@ -17,7 +17,7 @@ fn client_with(key: &MintedKey) -> reqwest::Client {
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
         "authorization",
-        format!("Bearer {}", key.raw).parse().unwrap(),
+        format!("Bearer {}", key.raw.expose()).parse().unwrap(),
     );
     http_client_builder()
         .default_headers(headers)

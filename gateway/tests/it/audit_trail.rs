@@ -305,13 +305,13 @@ async fn api_key_callers_are_recorded_by_their_public_prefix_only() {
     )
     .unwrap();
     let mut headers = http::HeaderMap::new();
-    headers.insert("x-api-key", key.raw.parse().unwrap());
+    headers.insert("x-api-key", key.raw.expose().parse().unwrap());
     let identity = auth.authenticate(&headers).await.unwrap();
     let event = mcc_gateway::audit::AuditEvent::new("execute", &identity);
-    let prefix = mcc_catalog::apikey::prefix_of(&key.raw).unwrap();
+    let prefix = mcc_catalog::apikey::prefix_of(key.raw.expose()).unwrap();
     assert_eq!(event.credential, "api_key");
     assert_eq!(event.key_prefix, Some(format!("mcc_{prefix}")));
     let text = serde_json::to_string(&event).unwrap();
-    let secret = key.raw.rsplit('_').next().unwrap();
+    let secret = key.raw.expose().rsplit('_').next().unwrap();
     assert!(!text.contains(secret), "{text}");
 }

@@ -69,11 +69,11 @@ async fn valid_keys_log_in_by_either_header() {
     let users = SharedDirectory::new(directory(vec![entry(user("alice", &["osint"]), &[&key])]));
     let auth = api_key_auth(&users);
     let id = auth
-        .authenticate(&with_header("x-api-key", &key.raw))
+        .authenticate(&with_header("x-api-key", key.raw.expose()))
         .await
         .unwrap();
     assert_eq!(id.user.unwrap().groups, vec!["osint".to_string()]);
-    let bearer = with_header("authorization", &format!("Bearer {}", key.raw));
+    let bearer = with_header("authorization", &format!("Bearer {}", key.raw.expose()));
     assert_eq!(who(&auth, bearer).await.unwrap(), "alice");
 }
 
@@ -84,7 +84,7 @@ async fn wrong_secret_unknown_prefix_and_malformed_keys_are_refused_alike() {
     let auth = api_key_auth(&users);
     let prefix = &key.entry.prefix;
     let wrong_secret = format!("mcc_{prefix}_{}", "A".repeat(32));
-    let other = api_key::mint(None).unwrap().raw;
+    let other = api_key::mint(None).unwrap().raw.expose().to_owned();
     for bad in [wrong_secret.as_str(), other.as_str(), "mcc_nothex", "hello"] {
         assert_eq!(
             who(&auth, with_header("x-api-key", bad)).await,
@@ -100,7 +100,7 @@ async fn expired_keys_are_refused() {
     let users = SharedDirectory::new(directory(vec![entry(user("alice", &[]), &[&expired])]));
     let auth = api_key_auth(&users);
     assert_eq!(
-        who(&auth, with_header("x-api-key", &expired.raw)).await,
+        who(&auth, with_header("x-api-key", expired.raw.expose())).await,
         Err(AuthError::InvalidToken("API key expired".into()))
     );
 }
@@ -115,7 +115,7 @@ async fn reload_revokes_at_once() {
     ]));
     let auth = api_key_auth(&users);
     assert_eq!(
-        who(&auth, with_header("x-api-key", &revoked.raw))
+        who(&auth, with_header("x-api-key", revoked.raw.expose()))
             .await
             .unwrap(),
         "alice"
@@ -127,11 +127,11 @@ async fn reload_revokes_at_once() {
         entry(user("bob", &["admin"]), &[]),
     ]));
     assert_eq!(
-        who(&auth, with_header("x-api-key", &revoked.raw)).await,
+        who(&auth, with_header("x-api-key", revoked.raw.expose())).await,
         invalid()
     );
     assert_eq!(
-        who(&auth, with_header("x-api-key", &kept.raw))
+        who(&auth, with_header("x-api-key", kept.raw.expose()))
             .await
             .unwrap(),
         "alice"
@@ -140,7 +140,7 @@ async fn reload_revokes_at_once() {
     // Removing the user removes their keys.
     users.replace(directory(vec![entry(user("bob", &["admin"]), &[])]));
     assert_eq!(
-        who(&auth, with_header("x-api-key", &kept.raw)).await,
+        who(&auth, with_header("x-api-key", kept.raw.expose())).await,
         invalid()
     );
 }
@@ -228,7 +228,7 @@ async fn api_keys_over_http() {
             .unwrap();
         client.request(request)
     };
-    let ok = call(&key.raw).await.unwrap();
+    let ok = call(key.raw.expose()).await.unwrap();
     assert_eq!(ok.status(), StatusCode::OK);
     assert_eq!(ok.into_body().collect().await.unwrap().to_bytes(), "alice");
 

@@ -90,7 +90,7 @@ async fn a_tool_that_cannot_be_introspected_is_left_out_and_the_rest_served() {
     let key = api_key::mint(None).unwrap();
     let users = users_file(&[("bob", &["public"], &[&key])]);
     let server = start_gateway(&users).await;
-    let client = with_token(&server.url, &key.raw, true).await;
+    let client = with_token(&server.url, key.raw.expose(), true).await;
 
     let described = call_text(&client, "describe_tools", json!({})).await;
     assert!(
@@ -154,9 +154,9 @@ async fn api_key_records_sharing_a_prefix_are_left_out_and_the_rest_served() {
         ("dave", &["public"], &[&own]),
     ]);
     let server = start_gateway(&users).await;
-    assert_eq!(initialize_status(&server.url, &shared.raw).await, 401);
-    assert_eq!(initialize_status(&server.url, &copied.raw).await, 401);
-    let client = with_token(&server.url, &own.raw, true).await;
+    assert_eq!(initialize_status(&server.url, shared.raw.expose()).await, 401);
+    assert_eq!(initialize_status(&server.url, copied.raw.expose()).await, 401);
+    let client = with_token(&server.url, own.raw.expose(), true).await;
     assert!(
         call_text(&client, "whoami", json!({}))
             .await
@@ -182,7 +182,7 @@ async fn a_key_revoked_while_a_tool_is_broken_stops_working() {
     let key = api_key::mint(None).unwrap();
     let users = users_file(&[("bob", &["public"], &[&key])]);
     let server = start_gateway(&users).await;
-    assert_eq!(initialize_status(&server.url, &key.raw).await, 200);
+    assert_eq!(initialize_status(&server.url, key.raw.expose()).await, 200);
 
     // The tool file no longer parses: the last good tools stay, and /readyz says where.
     std::fs::write(
@@ -208,7 +208,7 @@ async fn a_key_revoked_while_a_tool_is_broken_stops_working() {
     )
     .unwrap();
     let url = server.url.clone();
-    let raw = key.raw.clone();
+    let raw = key.raw.expose().to_owned();
     let refused = eventually(5, || {
         let (url, raw) = (url.clone(), raw.clone());
         async move { initialize_status(&url, &raw).await == 401 }
@@ -280,7 +280,7 @@ async fn swaps_never_wait_for_a_stuck_search_rebuild() {
     s.search.embeddings_url = Some(url);
     s.search.embeddings_model = Some("fake".into());
     let server = start_with(s, dir).await;
-    assert_eq!(initialize_status(&server.url, &key.raw).await, 200);
+    assert_eq!(initialize_status(&server.url, key.raw.expose()).await, 200);
 
     // From now on every embedding request hangs: a tool edit starts a rebuild that
     // cannot finish (its new description must be embedded).
@@ -319,7 +319,7 @@ async fn swaps_never_wait_for_a_stuck_search_rebuild() {
     )
     .unwrap();
     let started = Instant::now();
-    let (u, raw) = (server.url.clone(), key.raw.clone());
+    let (u, raw) = (server.url.clone(), key.raw.expose().to_owned());
     let refused = eventually(5, || {
         let (u, raw) = (u.clone(), raw.clone());
         async move { initialize_status(&u, &raw).await == 401 }

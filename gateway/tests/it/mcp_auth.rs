@@ -49,7 +49,7 @@ async fn api_keys_authenticate_and_revocation_is_immediate() {
     assert_eq!(status, 401);
     assert!(challenge.unwrap().contains("error=\"invalid_token\""));
 
-    let client = with_token(&server.url, &key.raw, true).await;
+    let client = with_token(&server.url, key.raw.expose(), true).await;
     assert_eq!(
         call_text(&client, "whoami", json!({})).await,
         "username: bob\nemail: (none)\ngroups: public, ops\ntools: ops.restart, public.ctx, public.echo, public.greet"
@@ -68,7 +68,7 @@ async fn api_keys_authenticate_and_revocation_is_immediate() {
     let mut refused = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if initialize_status(&server.url, Some(&key.raw)).await.0 == 401 {
+        if initialize_status(&server.url, Some(key.raw.expose())).await.0 == 401 {
             refused = true;
             break;
         }

@@ -54,7 +54,7 @@ async fn gateway() -> (Server, Users) {
 }
 
 async fn client(server: &Server, key: &MintedKey, stateless: bool) -> Client {
-    with_token_as(&server.url, &key.raw, stateless, TestClient::plain()).await
+    with_token_as(&server.url, key.raw.expose(), stateless, TestClient::plain()).await
 }
 
 async fn complete(
@@ -292,12 +292,12 @@ async fn wait_for(logs: &std::sync::Mutex<Vec<String>>, needle: &str) -> Vec<Str
 async fn set_level_sends_a_session_its_own_calls_logs_only() {
     let (server, users) = gateway().await;
     let alice_handler = TestClient::plain();
-    let alice = with_token_as(&server.url, &users.alice.raw, false, alice_handler.clone()).await;
+    let alice = with_token_as(&server.url, users.alice.raw.expose(), false, alice_handler.clone()).await;
     let bob_handler = TestClient::plain();
-    let bob = with_token_as(&server.url, &users.bob.raw, false, bob_handler.clone()).await;
+    let bob = with_token_as(&server.url, users.bob.raw.expose(), false, bob_handler.clone()).await;
     // alice's second session, without a level.
     let quiet_handler = TestClient::plain();
-    let quiet = with_token_as(&server.url, &users.alice.raw, false, quiet_handler.clone()).await;
+    let quiet = with_token_as(&server.url, users.alice.raw.expose(), false, quiet_handler.clone()).await;
 
     alice
         .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
@@ -361,7 +361,7 @@ async fn set_level_sends_a_session_its_own_calls_logs_only() {
 async fn set_level_is_accepted_without_effect_by_2026_07_28() {
     let (server, users) = gateway().await;
     let handler = TestClient::plain();
-    let alice = with_token_as(&server.url, &users.alice.raw, true, handler.clone()).await;
+    let alice = with_token_as(&server.url, users.alice.raw.expose(), true, handler.clone()).await;
     alice
         .set_level(SetLevelRequestParams::new(LoggingLevel::Debug))
         .await
@@ -396,8 +396,8 @@ async fn a_catalog_change_notifies_the_sessions_whose_list_changed() {
         alice_hears.list_changes.clone(),
         bob_hears.list_changes.clone(),
     );
-    let alice = with_token_as(&server.url, &users.alice.raw, false, alice_hears).await;
-    let bob = with_token_as(&server.url, &users.bob.raw, false, bob_hears).await;
+    let alice = with_token_as(&server.url, users.alice.raw.expose(), false, alice_hears).await;
+    let bob = with_token_as(&server.url, users.bob.raw.expose(), false, bob_hears).await;
     // Both hold their standalone stream (the rmcp client opens it after initializing).
     tokio::time::sleep(Duration::from_millis(500)).await;
 

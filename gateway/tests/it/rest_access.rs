@@ -49,8 +49,8 @@ async fn credentials_are_required_as_on_mcp() {
         .unwrap();
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
     for (name, value) in [
-        ("x-api-key", key.raw.clone()),
-        ("authorization", format!("Bearer {}", key.raw)),
+        ("x-api-key", key.raw.expose().to_owned()),
+        ("authorization", format!("Bearer {}", key.raw.expose())),
     ] {
         let me: Value = http
             .get(format!("{}/v1/whoami", server.base))

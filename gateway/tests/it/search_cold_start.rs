@@ -147,7 +147,7 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["search"]["semantic"], false, "{body}");
     assert_eq!(body["search"]["building"], true, "{body}");
-    let bob_client = with_token(&url, &revoked.raw, true).await;
+    let bob_client = with_token(&url, revoked.raw.expose(), true).await;
     let found = call_text(&bob_client, "search", json!({"query": "restart a service"})).await;
     assert!(found.contains("## ops.restart"), "keyword search: {found}");
 
@@ -164,10 +164,10 @@ async fn serves_keyword_search_at_once_and_swaps_catalogs_while_embeddings_are_h
     let text = std::fs::read_to_string(&tools).unwrap();
     std::fs::write(&tools, format!("{text}{WEATHER}")).unwrap();
     eventually("the revoked key is refused", || async {
-        initialize_status(&url, &revoked.raw).await == 401
+        initialize_status(&url, revoked.raw.expose()).await == 401
     })
     .await;
-    let carol_client = with_token(&url, &kept.raw, true).await;
+    let carol_client = with_token(&url, kept.raw.expose(), true).await;
     eventually("the new tool is found by keyword", || async {
         call_text(&carol_client, "search", json!({"query": "forecast"}))
             .await
