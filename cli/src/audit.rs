@@ -229,7 +229,7 @@ fn remote(url: &str, token: Option<String>, config: bool) -> anyhow::Result<Read
     }
     let mcp = crate::remote::endpoint(url)?;
     let base = mcp.strip_suffix("/mcp").unwrap_or(&mcp);
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

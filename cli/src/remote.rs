@@ -59,7 +59,7 @@ impl Remote {
                 );
             }
         }
-        mcc_gateway::http::tls::install_crypto_provider();
+        mcc_gateway::tls::install_crypto_provider();
         let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
         if let Some(token) = &source.token {
             config = config.auth_header(token.clone());

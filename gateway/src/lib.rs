@@ -12,7 +12,8 @@
 //! the module it configures), [`catalog`] (the live catalog, its sources and hot
 //! reload), [`upstream`] (upstream MCP servers' tools, discovered and proxied), search
 //! ([`mcc_search`]: hybrid ranking behind the `search` tool), [`metrics`], [`http`]
-//! (routes, the transport layers, the clients' TLS), [`telemetry`] (the log,
+//! (routes and the transport layers), [`tls`] (the rustls setup of the gateway's own
+//! HTTP clients: JWKS, OTLP, Redis), [`telemetry`] (the log,
 //! OpenTelemetry spans), [`app`] (wiring for `serve`), [`alloc`] (the binary's
 //! allocator).
 
@@ -36,6 +37,7 @@ pub mod redis_conn;
 pub mod rest;
 pub mod session;
 pub mod telemetry;
+pub mod tls;
 // For the crate's tests and its integration tests alike (one capturing writer).
 #[doc(hidden)]
 pub mod test_writer;

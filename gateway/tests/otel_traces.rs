@@ -185,7 +185,7 @@ impl Gateway {
 
 /// A legacy MCP client whose every request carries `traceparent` (the caller's span).
 async fn traced_client(url: &str, traceparent: &str) -> Client {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let mut headers = HashMap::new();
     headers.insert(
         http::HeaderName::from_static("traceparent"),

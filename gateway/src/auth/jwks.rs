@@ -99,7 +99,7 @@ impl JwksSource for HttpSource {
             .client
             .get(self.uri.clone())
             .await
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|e| mcc_catalog::error_chain::render(&e))?;
         if !response.status().is_success() {
             return Err(format!("HTTP {}", response.status()));
         }
@@ -256,7 +256,7 @@ impl JwksCache {
 }
 
 fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError> {
-    let mut roots = crate::http::tls::system_roots();
+    let mut roots = crate::tls::system_roots();
     if let Some(pem) = extra_ca_pem {
         let certs = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<Vec<_>, _>>()
@@ -271,7 +271,7 @@ fn http_client(extra_ca_pem: Option<&[u8]>) -> Result<HttpClient, JwksSetupError
         }
     }
     let connector =
-        crate::http::tls::https_connector(roots).map_err(|e| JwksSetupError::Tls(e.to_string()))?;
+        crate::tls::https_connector(roots).map_err(|e| JwksSetupError::Tls(e.to_string()))?;
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
@@ -282,18 +282,6 @@ fn is_loopback_host(host: &str) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// An error with its causes (hyper's top-level message alone says little).
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn unknown_if_missing(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
@@ -380,7 +368,7 @@ mod tests {
             http_timeout: Duration::from_secs(5),
             ca_pem: None,
         };
-        crate::http::tls::install_crypto_provider();
+        crate::tls::install_crypto_provider();
         for ok in [
             "http://127.0.0.1:8080/jwks",
             "http://localhost/jwks",

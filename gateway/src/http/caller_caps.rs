@@ -81,12 +81,6 @@ impl CallerCaps {
         }
     }
 
-    /// Open SSE streams of `caller` now.
-    pub fn streams_of(&self, caller: &str) -> usize {
-        let streams = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());
-        streams.get(caller).copied().unwrap_or(0)
-    }
-
     /// Takes a stream slot for `caller`, or `None` at the cap (when `enforce`).
     fn open_stream(&self, caller: &str, enforce: bool) -> Option<StreamGuard> {
         let mut streams = self.inner.streams.lock().unwrap_or_else(|p| p.into_inner());

@@ -13,15 +13,14 @@
 //! The transport layers, one file each: [`jsonrpc_guard`] (malformed JSON-RPC bodies),
 //! [`caller_caps`] (per-caller bounds on streams and sessions), [`sse_coalesce`] (a quick
 //! SSE answer in one write), [`quickack`] (`TCP_QUICKACK` on accepted sockets), and
-//! [`connections`], the `connections` section. [`tls`] is the client side: the rustls
-//! setup the gateway's own HTTP clients share.
+//! [`connections`], the `connections` section. The clients' TLS is not here but in
+//! `crate::tls`: the modules that use it (auth, telemetry, redis_conn) sit below this one.
 
 pub mod caller_caps;
 pub mod connections;
 pub mod jsonrpc_guard;
 pub mod quickack;
 pub mod sse_coalesce;
-pub mod tls;
 
 use std::convert::Infallible;
 use std::sync::Arc;

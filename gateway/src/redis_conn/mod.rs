@@ -270,14 +270,14 @@ impl Redis {
         let target = Target::parse(setting, url)?;
         let certs = match (&options.tls_ca_file, target.tls) {
             (Some(path), true) => {
-                crate::http::tls::install_crypto_provider();
+                crate::tls::install_crypto_provider();
                 Some(redis::TlsCertificates {
                     client_tls: None,
                     root_cert: Some(read_ca(path)?),
                 })
             }
             (None, true) => {
-                crate::http::tls::install_crypto_provider();
+                crate::tls::install_crypto_provider();
                 None
             }
             (_, false) => None,

@@ -99,7 +99,7 @@ impl std::fmt::Debug for OtlpClient {
 
 impl OtlpClient {
     fn new(runtime: tokio::runtime::Handle, timeout: Duration) -> Result<Self, String> {
-        let connector = crate::http::tls::https_connector(crate::http::tls::system_roots())
+        let connector = crate::tls::https_connector(crate::tls::system_roots())
             .map_err(|e| format!("TLS setup: {e}"))?;
         Ok(Self {
             client: Client::builder(TokioExecutor::new()).build(connector),

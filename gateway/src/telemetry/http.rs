@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::field::Empty;
 
+#[cfg(feature = "otel")]
 use super::spans::RequestTrace;
 
 /// Requests without a span: probes and scrapes come every few seconds and say nothing.

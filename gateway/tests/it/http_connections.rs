@@ -45,7 +45,7 @@ async fn start() -> (
 
 /// A client holding at most one connection, so its requests share it.
 fn one_connection() -> reqwest::Client {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     reqwest::Client::builder()
         .pool_max_idle_per_host(1)
         .build()

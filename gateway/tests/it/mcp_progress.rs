@@ -45,7 +45,7 @@ async fn connect(
     modern: bool,
     listener: Listener,
 ) -> RunningService<RoleClient, Listener> {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     match modern {
         false => listener.serve(transport).await.unwrap(),

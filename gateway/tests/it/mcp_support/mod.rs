@@ -139,12 +139,22 @@ pub fn settings(dir: &Path, auth: &str, redis: Option<&str>) -> Settings {
 
 /// Starts a gateway with `settings` on a free loopback port.
 pub async fn start_with(settings: Settings, dir: tempfile::TempDir) -> Server {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_on(listener, settings, dir).await
+}
+
+/// Starts a gateway with `settings` on `listener`, bound beforehand when the settings
+/// must name the gateway's own address.
+pub async fn start_on(
+    listener: tokio::net::TcpListener,
+    settings: Settings,
+    dir: tempfile::TempDir,
+) -> Server {
     let shutdown = CancellationToken::new();
     let gateway = mcc_gateway::app::build(&settings, shutdown.clone())
         .await
-        .expect("gateway builds");
+        .unwrap_or_else(|e| panic!("gateway builds: {e}"));
     let shared = gateway.shared.clone();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(gateway.serve(listener, shutdown.clone()));
     Server {
@@ -155,6 +165,25 @@ pub async fn start_with(settings: Settings, dir: tempfile::TempDir) -> Server {
         task,
         gateway_shared: shared,
     }
+}
+
+/// A gateway over the standard files in a new directory, with `files` (paths in that
+/// directory, texts) written over them and `configure` applied to its [`settings`].
+pub async fn start_configured(
+    auth: &str,
+    redis: Option<&str>,
+    files: &[(&str, String)],
+    configure: impl FnOnce(&mut Settings),
+) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let mut s = settings(dir.path(), auth, redis);
+    configure(&mut s);
+    start_with(s, dir).await
 }
 
 /// A gateway over the standard tool and users files, sessions in the shared Redis.
@@ -282,15 +311,27 @@ pub fn http_client() -> reqwest::Client {
     http_client_builder().build().expect("a reqwest client")
 }
 
+/// The JSON body of an unauthenticated GET of `url` (`/readyz`, discovery documents).
+pub async fn get_json(url: &str) -> Value {
+    let resp = http_client().get(url).send().await.unwrap();
+    resp.json().await.unwrap_or_else(|e| panic!("{url}: {e}"))
+}
+
+/// The text body of an unauthenticated GET of `url` (`/metrics`).
+pub async fn get_text(url: &str) -> String {
+    let resp = http_client().get(url).send().await.unwrap();
+    resp.text().await.unwrap()
+}
+
 /// [`http_client`]'s builder, for tests that set timeouts or pools.
 pub fn http_client_builder() -> reqwest::ClientBuilder {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     reqwest::Client::builder()
 }
 
 /// A legacy client (initialize handshake, `Mcp-Session-Id`).
 pub async fn legacy(url: &str, handler: TestClient) -> Client {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve(transport)
@@ -300,7 +341,7 @@ pub async fn legacy(url: &str, handler: TestClient) -> Client {
 
 /// A 2026-07-28 client (stateless, no session id).
 pub async fn stateless(url: &str, handler: TestClient) -> Client {
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(url.to_string());
     handler
         .serve_with_lifecycle(
@@ -447,7 +488,7 @@ pub async fn with_token_as(
 ) -> Client {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).auth_header(token);
-    mcc_gateway::http::tls::install_crypto_provider();
+    mcc_gateway::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_config(config);
     let lifecycle = if stateless_client {
         ClientLifecycleMode::Discover {
