@@ -15,6 +15,7 @@
 //! - [`snapshot`]: the immutable [`snapshot::Catalog`] a request reads (tools, users,
 //!   each tool's Kubernetes references), swapped whole by the gateway;
 //! - [`secret`]: [`Secret`], the one type for a credential that must never be printed;
+//! - [`error_chain`]: an error and its causes in one line, as every binary shows them;
 //! - `crd` (feature `crd`): the `Tool` and `UserGrant` custom resources, and [`limits`]:
 //!   the size limits of a Tool's text and lists, for its schema and the operator alike.
 
@@ -25,6 +26,7 @@ pub mod context;
 pub mod crd;
 pub mod document;
 pub mod env;
+pub mod error_chain;
 pub mod introspect;
 pub mod key;
 #[cfg(feature = "kube-mock")]

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     match run(cli.command, format) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", render(&e));
+            eprintln!("error: {}", mcc_catalog::error_chain::render(e.as_ref()));
             ExitCode::FAILURE
         }
     }
@@ -105,20 +105,4 @@ fn init_tracing(verbose: u8) {
         .with_target(false)
         .without_time()
         .init();
-}
-
-/// The error and its causes, each once (our errors usually name their cause already).
-fn render(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }

@@ -82,7 +82,10 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcc-executor: {e:#}");
+            eprintln!(
+                "mcc-executor: {}",
+                mcc_catalog::error_chain::render(e.as_ref())
+            );
             ExitCode::FAILURE
         }
     }

@@ -63,27 +63,10 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", render(&e));
+            eprintln!("error: {}", mcc_catalog::error_chain::render(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// The error and its causes, each once: most of our errors already name their cause in
-/// their own message, so a cause whose text is already shown is skipped.
-fn render(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }
 
 fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {

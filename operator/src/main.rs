@@ -118,7 +118,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", mcc_catalog::error_chain::render(e.as_ref()));
             std::process::ExitCode::FAILURE
         }
     }

@@ -99,7 +99,7 @@ impl JwksSource for HttpSource {
             .client
             .get(self.uri.clone())
             .await
-            .map_err(|e| error_chain(&e))?;
+            .map_err(|e| mcc_catalog::error_chain::render(&e))?;
         if !response.status().is_success() {
             return Err(format!("HTTP {}", response.status()));
         }
@@ -282,18 +282,6 @@ fn is_loopback_host(host: &str) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// An error with its causes (hyper's top-level message alone says little).
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn unknown_if_missing(set: &KeySet, kid: Option<&str>) -> Result<Arc<VerifyingKey>, AuthError> {
