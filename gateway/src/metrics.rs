@@ -37,7 +37,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 /// The `metrics` settings section: where `/metrics` is served and whether it needs a
-/// credential (re-exported by [`crate::config`]).
+/// credential (assembled into the settings by `config`).
 #[derive(Clone, Debug, Default, serde::Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsSettings {

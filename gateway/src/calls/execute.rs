@@ -9,8 +9,8 @@
 //! the engine's rule), and the call is recorded as `cancelled` like any other outcome.
 //!
 //! [`execute`] returns an [`Executed`]: which step ended the call and with what. MCP
-//! renders it as MCC's texts ([`crate::mcp::execute`]), REST as status codes and JSON
-//! ([`crate::rest`]). Every rule is `mcc_catalog`'s; every run is the engine's (its
+//! renders it as MCC's texts (`mcp::execute`), REST as status codes and JSON
+//! (`rest`). Every rule is `mcc_catalog`'s; every run is the engine's (its
 //! concurrency limiter included).
 
 use std::time::Instant;

@@ -5,7 +5,7 @@
 //! - [`users`]: the users file (file mode) read into the auth directory;
 //! - [`files`]: file mode's tool loading and the polling [`watch`] of tool and users files
 //!   (Kubernetes mode builds the same parts from the operator's document in
-//!   [`published`] and watches its ConfigMap in `crate::kube::watch`);
+//!   [`published`] and watches its ConfigMap in `kube::watch`);
 //! - [`published`]: Kubernetes mode's source, the operator's published document decoded
 //!   into the same parts;
 //! - [`settings`]: the `catalog` section (which source);

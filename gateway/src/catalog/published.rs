@@ -1,7 +1,7 @@
 //! The operator's catalog document in the gateway (Kubernetes mode): decodes the
 //! ConfigMap payload ([`mcc_catalog::document::decode`]), introspects the fn tools the
 //! document flags, and builds the same [`Catalog`] snapshot and auth [`Directory`] that
-//! file mode builds. Free of Kubernetes API calls: [`crate::kube`] fetches the ConfigMap.
+//! file mode builds. Free of Kubernetes API calls: `kube` fetches the ConfigMap.
 //!
 //! Only a document that cannot be decoded is refused. Inside one, what cannot be served
 //! is left out and logged, and everything else is served: a fn tool whose introspection

@@ -16,7 +16,7 @@
 //! One module per step: [`params`] (guard) → [`cache`] (lookup) → [`environment`] →
 //! [`command`] / [`python`] → the runtime ([`mcc_executor`]: process, rlimits) →
 //! [`result`] (with [`limits`] texts) → [`transform`] → [`cache`] (store). The call's
-//! audit event is the caller's ([`crate::audit`]): it knows who called and why a call
+//! audit event is the caller's (`audit`): it knows who called and why a call
 //! was refused before it got here.
 //!
 //! An upstream MCP server's tool ([`ToolKind::Mcp`]) runs no process: after the same
