@@ -7,7 +7,7 @@ use crate::mcp_support;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use mcc_gateway::config::{self, Settings};
-use mcp_support::{http_client, settings};
+use mcp_support::{Server, get_json, http_client, settings, start_on};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -16,19 +16,7 @@ const ISSUER: &str = "https://idp.example.com/realms/mcc";
 
 /// A gateway serving on a port chosen before it is built, so its settings can name its
 /// own public URL (`auth.oauth.resource`).
-struct Gateway {
-    base: String,
-    shutdown: CancellationToken,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-async fn start(configure: impl FnOnce(&mut Settings, &str)) -> Gateway {
+async fn start(configure: impl FnOnce(&mut Settings, &str)) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -38,16 +26,7 @@ async fn start(configure: impl FnOnce(&mut Settings, &str)) -> Gateway {
     s.auth.jwt.issuer = Some(ISSUER.into());
     s.auth.jwt.required_scopes = vec!["mcp".into()];
     configure(&mut s, &base);
-    let shutdown = CancellationToken::new();
-    let gateway = mcc_gateway::app::build(&s, shutdown.clone())
-        .await
-        .unwrap_or_else(|e| panic!("gateway builds: {e}"));
-    tokio::spawn(gateway.serve(listener, shutdown.clone()));
-    Gateway {
-        base,
-        shutdown,
-        _dir: dir,
-    }
+    start_on(listener, s, dir).await
 }
 
 fn with_discovery(s: &mut Settings, base: &str) {
@@ -138,14 +117,7 @@ async fn a_client_finds_the_authorization_server_from_a_401() {
     );
 
     // Clients that drop the resource's path fall back to the bare well-known URL.
-    let root: Value = http_client()
-        .get(format!("{}/.well-known/oauth-protected-resource", gw.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let root = get_json(&format!("{}/.well-known/oauth-protected-resource", gw.base)).await;
     assert_eq!(root, document);
 
     // A browser-based client's preflight.

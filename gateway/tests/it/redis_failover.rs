@@ -15,17 +15,10 @@ use std::time::{Duration, Instant};
 use mcc_gateway::ratelimit::OnStoreError;
 use mcp_support::*;
 use redis_support::{SentinelSet, redis_server_or_skip};
-use serde_json::{Value, json};
+use serde_json::json;
 
 async fn session_store_ok(base: &str) -> bool {
-    let body: Value = http_client()
-        .get(format!("{base}/readyz"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = get_json(&format!("{base}/readyz")).await;
     body["session_store"]["ok"] == json!(true)
 }
 
@@ -35,14 +28,14 @@ async fn readyz_and_rate_limits_report_a_sentinel_failover_and_the_recovery() {
         return;
     }
     let mut set = SentinelSet::start();
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = settings(dir.path(), "dev-admin", Some(&set.url()));
-    // The response timeout bounds a write and its WAIT (1 s by default) together.
-    s.session.timeout_ms = 1500;
-    s.session.redis_wait_replicas = 1;
-    s.rate_limit.default = Some("1000/1h".parse().unwrap());
-    s.rate_limit.on_redis_error = OnStoreError::Closed;
-    let server = start_with(s, dir).await;
+    let server = start_configured("dev-admin", Some(&set.url()), &[], |s| {
+        // The response timeout bounds a write and its WAIT (1 s by default) together.
+        s.session.timeout_ms = 1500;
+        s.session.redis_wait_replicas = 1;
+        s.rate_limit.default = Some("1000/1h".parse().unwrap());
+        s.rate_limit.on_redis_error = OnStoreError::Closed;
+    })
+    .await;
     let client = stateless(&server.url, TestClient::plain()).await;
     let echo = json!({"key": "public.echo", "params": {"message": "hi"}});
 

@@ -16,13 +16,8 @@ use serde_json::Value;
 #[tokio::test]
 async fn credentials_are_required_as_on_mcp() {
     let key = mcc_gateway::auth::api_key::mint(None).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("users.yaml"),
-        users_file(&[("bob", &["public", "ops"], &[&key])]),
-    )
-    .unwrap();
-    let server = start_with(settings(dir.path(), "api_key", Some(&redis_url())), dir).await;
+    let users = ("users.yaml", users_file(&[("bob", &["public", "ops"], &[&key])]));
+    let server = start_configured("api_key", Some(&redis_url()), &[users], |_| {}).await;
     let http = http_client();
     for path in [
         "/v1/tools",
@@ -75,10 +70,10 @@ async fn credentials_are_required_as_on_mcp() {
 
 #[tokio::test]
 async fn anonymous_callers_see_public_tools_and_are_nobody() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = settings(dir.path(), "api_key", Some(&redis_url()));
-    s.auth.allow_anonymous = true;
-    let server = start_with(s, dir).await;
+    let server = start_configured("api_key", Some(&redis_url()), &[], |s| {
+        s.auth.allow_anonymous = true;
+    })
+    .await;
     let (status, list) = get(&server.base, "/v1/tools").await;
     assert_eq!(status, StatusCode::OK);
     let keys: Vec<&str> = list["tools"]
@@ -190,10 +185,10 @@ async fn the_openapi_document_covers_every_route_and_validates() {
 
 #[tokio::test]
 async fn a_web_page_cannot_drive_the_rest_routes() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut s = settings(dir.path(), "dev-admin", Some(&redis_url()));
-    s.server.allowed_origins = vec!["https://app.example.com".into()];
-    let server = start_with(s, dir).await;
+    let server = start_configured("dev-admin", Some(&redis_url()), &[], |s| {
+        s.server.allowed_origins = vec!["https://app.example.com".into()];
+    })
+    .await;
     let http = http_client();
     let url = format!("{}/v1/tools/public.echo", server.base);
     // A form or text/plain POST needs no CORS preflight: refused before anything runs.
@@ -246,14 +241,7 @@ async fn a_web_page_cannot_drive_the_rest_routes() {
         StatusCode::OK
     );
     // Nothing of it was run: no execute was audited or counted.
-    let metrics = http
-        .get(format!("{}/metrics", server.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&format!("{}/metrics", server.base)).await;
     assert!(!metrics.contains("mcc_tool_calls_total{"), "{metrics}");
     server.stop().await;
 }

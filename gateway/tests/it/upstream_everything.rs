@@ -43,16 +43,8 @@ mcp_servers:
 }
 
 async fn gateway(auth: &str, everything: &Everything) -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools");
-    std::fs::create_dir_all(&tools).unwrap();
-    std::fs::write(
-        tools.join("upstreams.yaml"),
-        upstreams_file(&everything.url()),
-    )
-    .unwrap();
-    let s = settings(dir.path(), auth, Some(&redis_url()));
-    start_with(s, dir).await
+    let upstreams = ("tools/upstreams.yaml", upstreams_file(&everything.url()));
+    start_configured(auth, Some(&redis_url()), &[upstreams], |_| {}).await
 }
 
 fn keys_of(search: &str) -> Vec<String> {
@@ -232,14 +224,7 @@ async fn upstream_tools_are_searched_described_and_executed_like_local_ones() {
         .as_array()
         .unwrap_or_else(|| panic!("{rest}"));
     assert!(blocks.iter().any(|b| b["type"] == "image"), "{rest}");
-    let status: Value = http_client()
-        .get(format!("{}/readyz", server.base))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status = get_json(&format!("{}/readyz", server.base)).await;
     assert!(
         !status.to_string().contains("127.0.0.1"),
         "no upstream URL in the unauthenticated status: {status}"
