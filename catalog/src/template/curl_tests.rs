@@ -1,5 +1,5 @@
 //! Unit tests of `curl:` rendering (the shell-level ones run real /bin/sh:
-//! catalog/tests/template_escape.rs).
+//! catalog/tests/it/template_escape.rs).
 
 use super::*;
 use serde_json::json;

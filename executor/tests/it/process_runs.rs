@@ -1,6 +1,6 @@
 //! `process::run` itself, on both runtime flavors the binaries and tests use (the
 //! gateway's and the executor's multi-thread runtimes, tests' current-thread one): what
-//! the engine's tests (gateway/tests/exec_process.rs) do not reach through a tool — stdin
+//! the engine's tests (gateway/tests/it/exec_process.rs) do not reach through a tool — stdin
 //! larger than a pipe, a flood's count and tail, a cancelled call's process reaped (not
 //! only killed), concurrent calls kept apart.
 

@@ -2,7 +2,7 @@
 //! random bytes, random JSON, and JSON-RPC-shaped messages with random methods, ids and
 //! params, in both protocol generations. None may crash the gateway or get a 5xx: each
 //! gets an answer (a JSON-RPC error, a 4xx, or a result), and the gateway keeps serving.
-//! (Arbitrary tool files at the loader: catalog/tests/properties.rs.)
+//! (Arbitrary tool files at the loader: catalog/tests/it/properties.rs.)
 
 use crate::mcp_support;
 
