@@ -26,8 +26,8 @@ use axum::response::Response;
 use futures::future::BoxFuture;
 use http_body_util::BodyExt;
 
-use super::jsonrpc_guard::{INVALID_REQUEST, error_response};
 use crate::auth::Identity;
+use crate::mcp::jsonrpc::{INVALID_REQUEST, error_response};
 
 /// What the caps ask of the session manager.
 pub trait SessionLiveness: Send + Sync {

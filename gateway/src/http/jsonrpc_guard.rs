@@ -9,27 +9,13 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::response::Response;
 
-/// JSON-RPC error codes.
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const INTERNAL_ERROR: i64 = -32603;
+use crate::mcp::jsonrpc::{INVALID_REQUEST, PARSE_ERROR, error_response};
 
 /// The largest accepted body, in bytes.
 #[derive(Clone, Copy)]
 pub struct BodyLimit(pub usize);
-
-pub fn error_response(status: StatusCode, code: i64, message: String) -> Response {
-    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
 
 fn is_json(request: &Request) -> bool {
     request

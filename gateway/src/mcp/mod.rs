@@ -9,7 +9,8 @@
 //!   missing-parameter questions;
 //! - [`legacy_sessions`]: the cross-replica MCP session registry; [`relay`]: legacy
 //!   clients' answers (elicitation) reach the replica that asked, their cancellations the
-//!   replica that runs the call; session variables are [`crate::session`]'s.
+//!   replica that runs the call; session variables are [`crate::session`]'s;
+//! - [`jsonrpc`]: the JSON-RPC error bodies the layers in front of rmcp answer with.
 //!
 //! The caller comes from the request extensions (put there by [`crate::auth`]'s
 //! middleware); this module never looks at credentials.
@@ -18,6 +19,7 @@ pub mod ask;
 pub mod completion;
 pub mod events;
 pub mod execute;
+pub mod jsonrpc;
 pub mod legacy_sessions;
 pub mod list_changed;
 pub mod logging;

@@ -25,8 +25,8 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use super::jsonrpc::{INTERNAL_ERROR, error_response};
 use crate::auth::Identity;
-use crate::http::jsonrpc_guard::{INTERNAL_ERROR, error_response};
 
 /// Owners one replica remembers at most; past it, expired ones go first, then any (a
 /// forgotten owner is read again from Redis; without Redis, that session is lost, which
