@@ -256,39 +256,6 @@ impl CatalogDocument {
                     && u.api_keys.windows(2).all(|w| w[0].prefix <= w[1].prefix)
             })
     }
-
-    /// The user a ServiceAccount (as TokenReview reports it) acts as.
-    pub fn user_by_service_account(&self, namespace: &str, name: &str) -> Option<&CatalogUser> {
-        self.users.iter().find(|u| {
-            u.service_accounts
-                .iter()
-                .any(|sa| sa.namespace == namespace && sa.name == name)
-        })
-    }
-
-    /// The user bound to exactly this OIDC identity (`issuer: None`: an old plain-subject
-    /// binding, which the gateway applies only under its pinned issuer).
-    pub fn user_by_oidc_subject(&self, subject: &OidcSubject) -> Option<&CatalogUser> {
-        self.users
-            .iter()
-            .find(|u| u.oidc_subjects.iter().any(|s| s == subject))
-    }
-
-    /// The user and key record a raw API key belongs to: looked up by prefix, then
-    /// compared by SHA-256 in constant time. Expiry is the caller's to check
-    /// ([`crate::apikey::ApiKeyRecord::expired`]).
-    pub fn user_by_api_key(
-        &self,
-        raw: &str,
-    ) -> Option<(&CatalogUser, &crate::apikey::ApiKeyRecord)> {
-        let prefix = crate::apikey::prefix_of(raw)?;
-        self.users.iter().find_map(|u| {
-            u.api_keys
-                .iter()
-                .find(|k| k.prefix == prefix && k.matches(raw))
-                .map(|k| (u, k))
-        })
-    }
 }
 
 /// Why a document cannot be encoded or decoded.
