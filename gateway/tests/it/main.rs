@@ -13,9 +13,9 @@
 //!   and reads what every span of the process writes;
 //! - `otel_traces`: needs the `otel` feature (`required-features`) and its OTLP pipeline;
 //! - `model_threads`: sets and removes `RAYON_NUM_THREADS`, read by the model's threads;
-//! - `exec_cache`, `exec_env`, `executor_runtime`: `std::env::set_var` of a secret that
-//!   must not reach a tool, which is the point of the test (other threads spawning
-//!   processes or reading the environment meanwhile would race with it);
+//! - `process_env`: `std::env::set_var` of secrets that must not reach a tool, which is
+//!   the point of its tests (the executor runtime's, and `exec_env`'s and `exec_cache`'s
+//!   one test each); other threads reading the environment meanwhile would race with it;
 //! - `abuse_templates`: asserts on this process's peak resident memory (`VmHWM`), which
 //!   every other test in the same process would raise;
 //! - `relevance`: its own harness directory (`tests/relevance/`), a long evaluation.
@@ -51,6 +51,8 @@ mod catalog_exclusions;
 mod check_cli;
 mod dev_auth_loopback;
 mod embeddings;
+mod exec_cache;
+mod exec_env;
 mod exec_fn;
 mod exec_process;
 mod graceful_drain;

@@ -1,9 +1,18 @@
-//! The gateway with `execution.runtime: executor` (Kubernetes mode's runtime, selectable in
-//! file mode): tools run in an executor behind a real Unix socket, with the executor's
-//! environment — never the gateway's — as their floor and passthrough; an unreachable
-//! executor fails calls at once with a clear message and takes the replica out of
-//! readiness, and nothing else stops.
+//! The gateway's own process environment never reaches a tool, checked by setting
+//! variables in this test process (`std::env::set_var`): hence a test binary of its own,
+//! apart from the harness in `tests/it/`, whose other tests would read the environment
+//! meanwhile. Each test sets names no other test reads.
+//!
+//! - The gateway with `execution.runtime: executor` (Kubernetes mode's runtime, selectable
+//!   in file mode): tools run in an executor behind a real Unix socket, with the
+//!   executor's environment — never the gateway's — as their floor and passthrough; an
+//!   unreachable executor fails calls at once with a clear message and takes the replica
+//!   out of readiness, and nothing else stops.
+//! - The local runtime: neither a tool (`exec_env`'s floor) nor its transform
+//!   (`exec_cache`'s) inherits a variable of the gateway's by accident.
 
+#[path = "it/common/mod.rs"]
+mod common;
 #[path = "it/mcp_support/mod.rs"]
 mod mcp_support;
 
@@ -11,6 +20,7 @@ use std::path::Path;
 
 use mcc_executor::{Address, InProcess, server};
 use mcc_gateway::config::RuntimeKind;
+use mcc_gateway::exec::Engine;
 use mcp_support::*;
 use serde_json::{Value, json};
 
@@ -44,7 +54,7 @@ async fn ready(base: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_run_in_the_executor_with_its_environment() {
-    // SAFETY: set before the gateway starts; this test binary has no other test.
+    // SAFETY: set before the gateway starts; no other test reads these names.
     unsafe {
         std::env::set_var("GATEWAY_ONLY_SECRET", "do-not-leak");
         std::env::set_var("MCC_AUTH__JWT__HS256_SECRET", "gw-secret");
@@ -115,4 +125,67 @@ async fn tools_run_in_the_executor_with_its_environment() {
     );
     assert_eq!(ready(&server.base).await.0, 200);
     server.stop().await;
+}
+
+/// An exec tool's stdout from a successful outcome.
+fn exec_stdout(outcome: &mcc_gateway::exec::Outcome) -> String {
+    match outcome {
+        mcc_gateway::exec::Outcome::Success(v) => {
+            v.as_str().expect("exec stdout is a string").to_string()
+        }
+        failure => panic!("expected success, got {failure:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_gateway_environment_is_never_inherited_by_accident() {
+    // SAFETY: no other test reads this name.
+    unsafe { std::env::set_var("MCC_TEST_GATEWAY_SECRET", "top-secret") };
+    let engine = Engine::new(common::settings(std::env::vars().collect()));
+    let out = common::run(&engine, &common::exec_tool("env"), json!({})).await;
+    let text = exec_stdout(&out.outcome);
+    assert!(!text.contains("MCC_TEST_GATEWAY_SECRET"), "{text}");
+    assert!(!text.contains("top-secret"));
+    assert!(text.contains("PATH="), "the floor still arrives");
+}
+
+#[tokio::test]
+async fn transform_runs_with_the_tools_env_cwd_and_limits() {
+    // SAFETY: set once, before the engine reads its parent environment; only this test
+    // uses the name.
+    unsafe { std::env::set_var("MCC_TEST_TRANSFORM_SECRET", "leaked") };
+    let engine = Engine::new(common::settings(std::env::vars().collect()));
+    let dir = tempfile::tempdir().unwrap();
+    let mut tool = common::exec_tool("echo in");
+    tool.env.insert("TOOL_VAR".into(), "tool-value".into());
+    tool.cwd = Some(dir.path().to_path_buf());
+    tool.transform = Some(
+        "cat >/dev/null; echo \"$TOOL_VAR|${MCC_TEST_TRANSFORM_SECRET:-unset}|$MCC_CTX_USER|$(pwd)\""
+            .into(),
+    );
+    let out = common::run(&engine, &tool, json!({})).await;
+    let cwd = dir.path().canonicalize().unwrap();
+    assert_eq!(
+        out.outcome.to_text(),
+        format!("tool-value|unset|alice|{}\n", cwd.display())
+    );
+    tool.transform = Some("ulimit -n".into());
+    tool.limits = serde_json::from_value(json!({"nofile": 77})).unwrap();
+    assert_eq!(
+        common::run(&engine, &tool, json!({}))
+            .await
+            .outcome
+            .to_text(),
+        "77\n"
+    );
+    tool.transform = Some("sleep 10".into());
+    tool.limits = serde_json::from_value(json!({"timeout": 0.5})).unwrap();
+    assert_eq!(
+        common::run(&engine, &tool, json!({})).await.outcome,
+        mcc_gateway::exec::Outcome::Failure {
+            code: -1,
+            stdout: String::new(),
+            stderr: "timeout after 0.5s".into()
+        }
+    );
 }

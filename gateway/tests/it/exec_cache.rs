@@ -1,7 +1,7 @@
-//! The result cache (in memory and in a real Redis) and transforms.
+//! The result cache (in memory and in a real Redis) and transforms. (A transform's
+//! environment: `tests/process_env.rs`.)
 
-#[path = "it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use mcc_gateway::exec::{Engine, Outcome, ResultCache};
@@ -181,44 +181,6 @@ async fn transform_replaces_a_successful_result() {
             code: 1,
             stdout: "no\n".into(),
             stderr: String::new()
-        }
-    );
-}
-
-#[tokio::test]
-async fn transform_runs_with_the_tools_env_cwd_and_limits() {
-    // SAFETY: set once, before the engine reads its parent environment; only this test
-    // uses the name.
-    unsafe { std::env::set_var("MCC_TEST_TRANSFORM_SECRET", "leaked") };
-    let engine = Engine::new(settings(std::env::vars().collect()));
-    let dir = tempfile::tempdir().unwrap();
-    let mut tool = exec_tool("echo in");
-    tool.env.insert("TOOL_VAR".into(), "tool-value".into());
-    tool.cwd = Some(dir.path().to_path_buf());
-    tool.transform = Some(
-        "cat >/dev/null; echo \"$TOOL_VAR|${MCC_TEST_TRANSFORM_SECRET:-unset}|$MCC_CTX_USER|$(pwd)\""
-            .into(),
-    );
-    let out = run(&engine, &tool, json!({})).await;
-    let cwd = dir.path().canonicalize().unwrap();
-    assert_eq!(
-        out.outcome.to_text(),
-        format!("tool-value|unset|alice|{}\n", cwd.display())
-    );
-    tool.transform = Some("ulimit -n".into());
-    tool.limits = serde_json::from_value(json!({"nofile": 77})).unwrap();
-    assert_eq!(
-        run(&engine, &tool, json!({})).await.outcome.to_text(),
-        "77\n"
-    );
-    tool.transform = Some("sleep 10".into());
-    tool.limits = serde_json::from_value(json!({"timeout": 0.5})).unwrap();
-    assert_eq!(
-        run(&engine, &tool, json!({})).await.outcome,
-        Outcome::Failure {
-            code: -1,
-            stdout: String::new(),
-            stderr: "timeout after 0.5s".into()
         }
     );
 }

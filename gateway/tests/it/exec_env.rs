@@ -1,10 +1,10 @@
 //! The environment of tool processes, end to end with real processes: precedence
 //! (floor → passthrough → env_file → env → context), identity winning over a tool's own
 //! env, passthrough modes, env_file forms, fn tools' `MCC_CTX`/`PYTHONPATH`, and the
-//! clear errors for a bad env_file or cwd.
+//! clear errors for a bad env_file or cwd. (The gateway's own environment never reaching
+//! a tool: `tests/process_env.rs`.)
 
-#[path = "it/common/mod.rs"]
-mod common;
+use crate::common;
 
 use common::*;
 use mcc_gateway::exec::{Engine, ExecError, Outcome};
@@ -126,19 +126,6 @@ async fn the_floor_is_configurable_and_takes_only_present_names() {
         !env.contains_key("LC_ALL"),
         "absent from the gateway, so absent"
     );
-}
-
-#[tokio::test]
-async fn the_gateway_environment_is_never_inherited_by_accident() {
-    // SAFETY: this test binary sets the variable before any thread reads the environment
-    // concurrently in a way that matters; no other test reads it.
-    unsafe { std::env::set_var("MCC_TEST_GATEWAY_SECRET", "top-secret") };
-    let engine = Engine::new(settings(std::env::vars().collect()));
-    let out = run(&engine, &exec_tool("env"), json!({})).await;
-    let text = stdout(&out.outcome);
-    assert!(!text.contains("MCC_TEST_GATEWAY_SECRET"), "{text}");
-    assert!(!text.contains("top-secret"));
-    assert!(text.contains("PATH="), "the floor still arrives");
 }
 
 #[tokio::test]
