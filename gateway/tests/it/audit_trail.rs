@@ -21,39 +21,6 @@ fn unique(name: &str) -> String {
     format!("mcc-test-audit-{name}-{}-{nanos}", std::process::id())
 }
 
-/// The events in `stream`, once there are at least `n` (waits up to 10 s).
-async fn events(stream: &str, n: usize) -> Vec<Value> {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    for _ in 0..100 {
-        // Each entry: [id, [field, value, ...]].
-        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg("-")
-            .arg("+")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if entries.len() >= n {
-            let _: () = redis::cmd("DEL")
-                .arg(stream)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            return entries
-                .into_iter()
-                .map(|(_, fields)| {
-                    assert_eq!(fields.len(), 2, "{fields:?}");
-                    assert_eq!(fields[0], "event");
-                    serde_json::from_str(&fields[1]).unwrap()
-                })
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {n} events in {stream}");
-}
-
 #[tokio::test]
 async fn every_search_and_execute_is_one_event_whatever_its_outcome() {
     let stream = unique("outcomes");
@@ -105,7 +72,7 @@ async fn every_search_and_execute_is_one_event_whatever_its_outcome() {
     )
     .await;
 
-    let events = events(&stream, 8).await;
+    let events = audit_events(&stream, 8).await;
     assert_eq!(events.len(), 8, "{events:#?}");
     let find = |outcome: &str| {
         events

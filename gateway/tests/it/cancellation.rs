@@ -124,34 +124,6 @@ async fn cancel(http: &reqwest::Client, url: &str, sid: &str, id: u64) -> Instan
     sent
 }
 
-/// The audit events of `stream` once there are `n` (waits up to 10 s), oldest first.
-async fn events(stream: &str, n: usize) -> Vec<Value> {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    for _ in 0..100 {
-        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg("-")
-            .arg("+")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if entries.len() >= n {
-            let _: () = redis::cmd("DEL")
-                .arg(stream)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            return entries
-                .into_iter()
-                .map(|(_, fields)| serde_json::from_str(&fields[1]).unwrap())
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {n} events in {stream}");
-}
-
 fn assert_cancelled(event: &Value) {
     assert_eq!(event["event"], "execute", "{event}");
     assert_eq!(event["tool"], "public.sleepy", "{event}");
@@ -190,7 +162,7 @@ async fn a_cancelled_call_is_killed_at_once_and_audited_cancelled() {
     let sent = cancel(&http, &server.url, &sid, 5).await;
     killed_within(pid, sent, "in-process runtime").await;
 
-    let events = events(&audit, 1).await;
+    let events = audit_events(&audit, 1).await;
     assert_cancelled(&events[0]);
     // The session serves the next call as usual.
     let echo = json!({"key": "public.echo", "params": {"message": "still here"}});
@@ -227,7 +199,7 @@ async fn a_cancelled_call_in_the_executor_is_killed_at_once() {
     let pid = sleeper(&file).await;
     let sent = cancel(&http, &server.url, &sid, 4).await;
     killed_within(pid, sent, "executor runtime").await;
-    assert_cancelled(&events(&audit, 1).await[0]);
+    assert_cancelled(&audit_events(&audit, 1).await[0]);
     server.stop().await;
     executor.abort();
 }
@@ -254,7 +226,7 @@ async fn a_cancel_sent_to_another_replica_kills_the_call() {
     let sent = cancel(&http, &b.url, &sid, 9).await;
     killed_within(pid, sent, "cancel relayed from another replica").await;
 
-    let events = events(&audit, 1).await;
+    let events = audit_events(&audit, 1).await;
     assert_cancelled(&events[0]);
 }
 
@@ -285,7 +257,7 @@ async fn a_closed_stream_without_event_ids_cancels_the_call() {
     let closed = Instant::now();
     killed_within(pid, closed, "closed 2026-07-28 stream").await;
 
-    let events = events(&audit, 1).await;
+    let events = audit_events(&audit, 1).await;
     assert_cancelled(&events[0]);
     server.stop().await;
 }
@@ -354,7 +326,7 @@ async fn a_closed_resumable_stream_leaves_the_call_running() {
     .await
     .expect("the resumed stream delivers the result");
     assert_eq!(reply["result"]["content"][0]["text"], json!(""), "{reply}");
-    let events = events(&audit, 1).await;
+    let events = audit_events(&audit, 1).await;
     assert_eq!(events[0]["outcome"], "success", "{}", events[0]);
     server.stop().await;
 }

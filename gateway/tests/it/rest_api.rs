@@ -460,34 +460,6 @@ async fn no_execution_slot_is_a_503_with_retry_after() {
     server.stop().await;
 }
 
-/// The events in `stream`, once there are at least `n` (waits up to 10 s).
-async fn stream_events(stream: &str, n: usize) -> Vec<Value> {
-    let client = redis::Client::open(redis_url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    for _ in 0..100 {
-        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-            .arg(stream)
-            .arg("-")
-            .arg("+")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        if entries.len() >= n {
-            let _: () = redis::cmd("DEL")
-                .arg(stream)
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            return entries
-                .into_iter()
-                .map(|(_, fields)| serde_json::from_str(&fields[1]).unwrap())
-                .collect();
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("fewer than {n} events in {stream}");
-}
-
 #[tokio::test]
 async fn rest_calls_are_audited_as_mcp_calls_are() {
     let stream = unique("audit");
@@ -503,7 +475,7 @@ async fn rest_calls_are_audited_as_mcp_calls_are() {
     post_body(base, "/v1/tools/public.echo", "[1]").await;
     get(base, "/v1/search?q=echo").await;
 
-    let events = stream_events(&stream, 5).await;
+    let events = audit_events(&stream, 5).await;
     assert_eq!(events.len(), 5, "{events:#?}");
     let find = |outcome: &str| {
         events

@@ -311,6 +311,40 @@ pub fn http_client() -> reqwest::Client {
     http_client_builder().build().expect("a reqwest client")
 }
 
+/// The audit events of the Redis stream `stream` (in the shared Redis), oldest first,
+/// once there are at least `n` (waits up to 10 s); the stream is deleted then.
+pub async fn audit_events(stream: &str, n: usize) -> Vec<Value> {
+    let client = redis::Client::open(redis_url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    for _ in 0..100 {
+        // Each entry: [id, [field, value, ...]].
+        let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+            .arg(stream)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        if entries.len() >= n {
+            let _: () = redis::cmd("DEL")
+                .arg(stream)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            return entries
+                .into_iter()
+                .map(|(_, fields)| {
+                    assert_eq!(fields.len(), 2, "{fields:?}");
+                    assert_eq!(fields[0], "event");
+                    serde_json::from_str(&fields[1]).unwrap()
+                })
+                .collect();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("fewer than {n} events in {stream}");
+}
+
 /// The JSON body of an unauthenticated GET of `url` (`/readyz`, discovery documents).
 pub async fn get_json(url: &str) -> Value {
     let resp = http_client().get(url).send().await.unwrap();
