@@ -68,7 +68,11 @@ mod tests {
         );
         // A cause already named by the message above it is not repeated.
         assert_eq!(
-            render(&chain(&["loading x.yaml: line 3: bad", "line 3: bad", "io"])),
+            render(&chain(&[
+                "loading x.yaml: line 3: bad",
+                "line 3: bad",
+                "io"
+            ])),
             "loading x.yaml: line 3: bad: io"
         );
     }

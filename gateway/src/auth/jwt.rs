@@ -581,7 +581,8 @@ mod tests {
             "auth:\n  backend: jwt\n  jwt:\n    hs256_secret: file-secret-0123456789abcdef0123456789\n    issuer: i\n    audience: a\nsearch:\n  embeddings_api_key: file-api-key\nmetrics:\n  token: metrics-token\n",
         )
         .unwrap();
-        let env = |k: &str| (k == "MCC_SEARCH__EMBEDDINGS_API_KEY").then(|| "env-api-key".to_string());
+        let env =
+            |k: &str| (k == "MCC_SEARCH__EMBEDDINGS_API_KEY").then(|| "env-api-key".to_string());
         let s = crate::config::load(Some(file.path()), &env).unwrap();
         let jwt = &s.auth.jwt;
         assert_eq!(

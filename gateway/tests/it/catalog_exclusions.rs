@@ -154,8 +154,14 @@ async fn api_key_records_sharing_a_prefix_are_left_out_and_the_rest_served() {
         ("dave", &["public"], &[&own]),
     ]);
     let server = start_gateway(&users).await;
-    assert_eq!(initialize_status(&server.url, shared.raw.expose()).await, 401);
-    assert_eq!(initialize_status(&server.url, copied.raw.expose()).await, 401);
+    assert_eq!(
+        initialize_status(&server.url, shared.raw.expose()).await,
+        401
+    );
+    assert_eq!(
+        initialize_status(&server.url, copied.raw.expose()).await,
+        401
+    );
     let client = with_token(&server.url, own.raw.expose(), true).await;
     assert!(
         call_text(&client, "whoami", json!({}))

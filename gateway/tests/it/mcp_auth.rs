@@ -68,7 +68,11 @@ async fn api_keys_authenticate_and_revocation_is_immediate() {
     let mut refused = false;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        if initialize_status(&server.url, Some(key.raw.expose())).await.0 == 401 {
+        if initialize_status(&server.url, Some(key.raw.expose()))
+            .await
+            .0
+            == 401
+        {
             refused = true;
             break;
         }

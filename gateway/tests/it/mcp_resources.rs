@@ -54,7 +54,13 @@ async fn gateway() -> (Server, Users) {
 }
 
 async fn client(server: &Server, key: &MintedKey, stateless: bool) -> Client {
-    with_token_as(&server.url, key.raw.expose(), stateless, TestClient::plain()).await
+    with_token_as(
+        &server.url,
+        key.raw.expose(),
+        stateless,
+        TestClient::plain(),
+    )
+    .await
 }
 
 async fn complete(
@@ -292,12 +298,30 @@ async fn wait_for(logs: &std::sync::Mutex<Vec<String>>, needle: &str) -> Vec<Str
 async fn set_level_sends_a_session_its_own_calls_logs_only() {
     let (server, users) = gateway().await;
     let alice_handler = TestClient::plain();
-    let alice = with_token_as(&server.url, users.alice.raw.expose(), false, alice_handler.clone()).await;
+    let alice = with_token_as(
+        &server.url,
+        users.alice.raw.expose(),
+        false,
+        alice_handler.clone(),
+    )
+    .await;
     let bob_handler = TestClient::plain();
-    let bob = with_token_as(&server.url, users.bob.raw.expose(), false, bob_handler.clone()).await;
+    let bob = with_token_as(
+        &server.url,
+        users.bob.raw.expose(),
+        false,
+        bob_handler.clone(),
+    )
+    .await;
     // alice's second session, without a level.
     let quiet_handler = TestClient::plain();
-    let quiet = with_token_as(&server.url, users.alice.raw.expose(), false, quiet_handler.clone()).await;
+    let quiet = with_token_as(
+        &server.url,
+        users.alice.raw.expose(),
+        false,
+        quiet_handler.clone(),
+    )
+    .await;
 
     alice
         .set_level(SetLevelRequestParams::new(LoggingLevel::Info))

@@ -16,7 +16,10 @@ use serde_json::Value;
 #[tokio::test]
 async fn credentials_are_required_as_on_mcp() {
     let key = mcc_gateway::auth::api_key::mint(None).unwrap();
-    let users = ("users.yaml", users_file(&[("bob", &["public", "ops"], &[&key])]));
+    let users = (
+        "users.yaml",
+        users_file(&[("bob", &["public", "ops"], &[&key])]),
+    );
     let server = start_configured("api_key", Some(&redis_url()), &[users], |_| {}).await;
     let http = http_client();
     for path in [
