@@ -8,8 +8,9 @@
 #   e2e/cluster/build-node.sh --cached   # the same, or exit 1 when it would have to build
 #
 # A module of its own (node-tools/, not tools/) so that the control plane's cache key
-# does not move. Cached like build.sh: binaries keyed by a hash of node-tools/go.mod and
-# go.sum, Go's module and build caches shared with build.sh, a `.complete` marker.
+# does not move. Cached like build.sh (gobuild.sh): binaries keyed by a hash of
+# node-tools/go.mod and go.sum, Go's module and build caches shared with build.sh, a
+# `.complete` marker.
 # Optional: nothing in .ci/run calls it yet (issue 31). Cold (empty module and build
 # caches, 2 cores): 190 s, 1.2 GB of caches; 120 s with build.sh's caches warm.
 #
@@ -19,23 +20,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tools=$here/node-tools
-cache=${MCC_K8S_CACHE:-$HOME/.cache/mcc-k8s}
+. "$here/gobuild.sh"
 
-version=$(awk '{ for (i = 1; i < NF; i++) if ($i == "github.com/containerd/containerd/v2") print $(i + 1) }' "$tools/go.mod")
-[ -n "$version" ] || { echo "build-node.sh: $tools/go.mod requires no containerd" >&2; exit 1; }
-key=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -c1-12)
-out=$cache/node-$key/bin
-if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
-[ "${1:-}" != "--cached" ] || exit 1
-
-command -v go >/dev/null || { echo "build-node.sh: Go is not installed (needs Go >= 1.26 and the Go module proxy)" >&2; exit 1; }
-export GOMODCACHE=$cache/gomod GOCACHE=$cache/gocache GOFLAGS=-mod=mod CGO_ENABLED=0
-mkdir -p "$out"
 pkg=github.com/containerd/containerd/v2
+version=$(go_module_version "$tools" $pkg)
+[ -n "$version" ] || { echo "build-node.sh: $tools/go.mod requires no containerd" >&2; exit 1; }
+gobuild_start build-node.sh "$tools" node "containerd $version" "${1:-}"
 ld="-s -w -X $pkg/version.Version=$version -X $pkg/version.Revision=module -X $pkg/version.Package=$pkg"
-start=$(date +%s)
-echo "build-node.sh: building containerd $version into $out" >&2
-cd "$tools"
 go build -trimpath -tags "urfave_cli_no_docs osusergo netgo" -ldflags "$ld" -o "$out/" \
   $pkg/cmd/containerd $pkg/cmd/ctr
 go build -trimpath -tags "urfave_cli_no_docs osusergo netgo no_grpc" -ldflags "$ld" -o "$out/" \
@@ -43,9 +34,7 @@ go build -trimpath -tags "urfave_cli_no_docs osusergo netgo no_grpc" -ldflags "$
 # CoreDNS with its default plugin set (kubernetes, forward, cache, …), static: it runs
 # in a scratch image (node-e2e.sh writes it with oci_image.py).
 cpkg=github.com/coredns/coredns
-cversion=$(awk '{ for (i = 1; i < NF; i++) if ($i == "'$cpkg'") print $(i + 1) }' "$tools/go.mod")
+cversion=$(go_module_version "$tools" $cpkg)
 go build -trimpath -tags "osusergo netgo" -ldflags "-s -w -X $cpkg/coremain.GitCommit=module-$cversion" \
   -o "$out/coredns" $cpkg
-echo "build-node.sh: built in $(( $(date +%s) - start )) s" >&2
-touch "$out/.complete"
-echo "$out"
+gobuild_done build-node.sh

@@ -13,18 +13,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tools=$here/tools
-cache=${MCC_K8S_CACHE:-$HOME/.cache/mcc-k8s}
+. "$here/gobuild.sh"
 
 version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2 }' "$tools/go.mod")
 [ -n "$version" ] || { echo "build.sh: $tools/go.mod requires no k8s.io/kubernetes vX.Y.Z" >&2; exit 1; }
-key=$(cat "$tools/go.mod" "$tools/go.sum" | sha256sum | cut -c1-12)
-out=$cache/$version-$key/bin
-if [ -f "$out/.complete" ]; then echo "$out"; exit 0; fi
-[ "${1:-}" != "--cached" ] || exit 1
-
-command -v go >/dev/null || { echo "build.sh: Go is not installed (needs Go >= 1.26 and the Go module proxy)" >&2; exit 1; }
-export GOMODCACHE=$cache/gomod GOCACHE=$cache/gocache GOFLAGS=-mod=mod CGO_ENABLED=0
-mkdir -p "$out"
+gobuild_start build.sh "$tools" "$version" "Kubernetes $version and etcd (cold: ~20 min on 2 cores)" "${1:-}"
 minor=${version#v1.}; minor=${minor%%.*}
 # What hack/lib/version.sh stamps into a release, so `/version` and `kubectl version`
 # tell the truth instead of v0.0.0-master (a module has no commit to name: gitCommit stays
@@ -34,15 +27,10 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ld+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
 done
-start=$(date +%s)
-echo "build.sh: building Kubernetes $version and etcd into $out (cold: ~20 min on 2 cores)" >&2
-cd "$tools"
 go build -trimpath -ldflags "$ld" -o "$out/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl \
   k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
   go.etcd.io/etcd/server/v3
 mv "$out/server" "$out/etcd"  # go names it after the path: .../server/v3
-echo "build.sh: built in $(( $(date +%s) - start )) s" >&2
-touch "$out/.complete"
-echo "$out"
+gobuild_done build.sh
