@@ -126,22 +126,36 @@ impl Upstreams {
                     }),
                 }),
             };
-            {
+            let turned = {
                 let mut st = server.state.lock().expect("upstream state");
+                let turned = st.available != up.available;
                 st.available = up.available;
                 st.last_error = up.reason.clone();
+                turned
+            };
+            if turned {
+                // The operator saw the upstream go or come back: a session opened before
+                // is likely dead (a restarted server knows no old session, and a call on
+                // it would wait out its timeout); the next call connects afresh.
+                close_session(&server);
             }
             next.insert(up.server, server);
         }
         for removed in servers.values() {
             removed.stop.cancel();
             // No discovery task closes it: close its connection here.
-            if let Ok(mut slot) = removed.session.try_lock()
-                && let Some(session) = slot.take()
-            {
-                session.cancellation_token().cancel();
-            }
+            close_session(removed);
         }
         *servers = next;
+    }
+}
+
+/// Drops a server's session (a call holding the slot is connecting: it keeps its new
+/// session).
+fn close_session(server: &Server) {
+    if let Ok(mut slot) = server.session.try_lock()
+        && let Some(session) = slot.take()
+    {
+        session.cancellation_token().cancel();
     }
 }

@@ -107,6 +107,28 @@ async fn calls_go_to_the_published_url_with_headers_from_secrets() {
     up.set_published(vec![entry(&everything.url(), true)]);
     assert!(echo(&up, "back").await.unwrap().contains("back"));
 
+    // The upstream restarts (it knows no session of before): once the operator has seen
+    // it go and come back, the next call connects afresh instead of waiting out its
+    // timeout on the dead session.
+    let port = everything.port;
+    everything.stop().await;
+    let everything = Everything::start_on(port).await;
+    up.set_published(vec![entry(&everything.url(), false)]);
+    up.set_published(vec![entry(&everything.url(), true)]);
+    let started = std::time::Instant::now();
+    // Bounded: on a dead session the call would wait forever (no timeout given here).
+    let again = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        echo(&up, "after a restart"),
+    )
+    .await
+    .map_err(|_| "no answer within 10 s");
+    assert!(
+        matches!(&again, Ok(Ok(t)) if t.contains("after a restart")),
+        "{again:?} after {:?}",
+        started.elapsed()
+    );
+
     // Gone from the document: unknown.
     up.set_published(vec![]);
     let e = echo(&up, "x").await.unwrap_err().to_string();
