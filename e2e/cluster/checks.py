@@ -14,6 +14,7 @@ import yaml
 from harness import (AUDIENCE, BULK_NS, CATALOG, NS, PODS_NS, RELEASE, REPO, TENANT_NS, grant, http,
                      mcp, mcp_session, tool)
 from hostpod import wait_for
+import upstreams
 
 EXAMPLES = os.path.join(REPO, "examples", "k8s")
 PROPAGATION = 5.0  # seconds: a change must reach every running gateway within this
@@ -34,6 +35,7 @@ def run(c):
     propagation(c)
     tenancy(c)
     session_keys(c)
+    upstreams.run(c)
     pod_runtime(c)
     budget(c)
     least_privilege(c)
@@ -468,6 +470,14 @@ def least_privilege(c):
         (op, "no", ["delete", "configmaps/some-other-configmap"], NS),
         (op, "no", ["create", "pods"], NS),
         (op, "no", ["update", "tools.mcc.dev/x"], NS),
+        # Issue 33: MCPServer header Secrets, read (get only) by name where upstreams are
+        # allowed, by the operator (discovery) and the gateway (calls).
+        (op, "yes", ["get", "secrets/ev-token"], upstreams.UPSTREAM_NS),
+        (gw, "yes", ["get", "secrets/ev-token"], upstreams.UPSTREAM_NS),
+        (op, "no", ["get", "secrets/other"], upstreams.UPSTREAM_NS),
+        (gw, "no", ["list", "secrets"], upstreams.UPSTREAM_NS),
+        (op, "yes", ["patch", "mcpservers.mcc.dev/x", "--subresource", "status"], upstreams.UPSTREAM_NS),
+        (op, "no", ["update", "mcpservers.mcc.dev/x"], upstreams.UPSTREAM_NS),
     ]
     for who, want, verb, ns in cases:
         args = ["auth", "can-i", "--as", who] + verb + (["-n", ns] if ns else [])

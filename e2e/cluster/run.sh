@@ -30,7 +30,7 @@ echo "cluster e2e: control plane up after $(( $(date +%s) - start )) s"
 
 # Namespaces the chart's Roles go into (scope: namespaces) exist before the install; the
 # pod runtime's enforces the restricted Pod Security Standard.
-for ns in mcc-system mcc-e2e-pods mcc-e2e-tenant mcc-e2e-bulk-0 mcc-e2e-bulk-1 mcc-e2e-bulk-2; do
+for ns in mcc-system mcc-e2e-pods mcc-e2e-tenant mcc-e2e-upstream mcc-e2e-bulk-0 mcc-e2e-bulk-1 mcc-e2e-bulk-2; do
   kubectl create namespace "$ns" >/dev/null
 done
 kubectl label namespace mcc-e2e-pods pod-security.kubernetes.io/enforce=restricted >/dev/null
@@ -49,7 +49,7 @@ rc=0
 
 # e2e/k8s.sh on the same control plane, on a clean slate (its operator runs here too: no
 # node runs the operator's Deployment; its pod-runtime part needs nodes, issue 31).
-kubectl delete namespace mcc-system agents mcc-e2e-pods mcc-e2e-tenant mcc-e2e-bulk-0 mcc-e2e-bulk-1 \
+kubectl delete namespace mcc-system agents mcc-e2e-pods mcc-e2e-tenant mcc-e2e-upstream mcc-e2e-bulk-0 mcc-e2e-bulk-1 \
   mcc-e2e-bulk-2 --wait --timeout=180s >/dev/null
 if MCC_E2E_OPERATOR=local MCC_E2E_SKIP_PODS=1 CARGO_TARGET_DIR=$target TIMEOUT=60 e2e/k8s.sh > "$work/k8s.sh.log" 2>&1; then
   echo "ok: e2e/k8s.sh against the control plane (operator and gateway run here; pods skipped)"

@@ -1,0 +1,144 @@
+"""Issue 33 in Kubernetes mode: an MCPServer over the reference server-everything (npm,
+streamable HTTP, run as a host process like the operator and the gateways). The chart's
+operator discovers it through the chart's RBAC (its header from a Secret it may `get`
+by name), publishes its tools, and both gateways search and execute them at the URL the
+catalog records; a host off the egress allow-list is refused on status; the upstream
+going away marks its tools unavailable and coming back restores them.
+
+The chart values (e2e/cluster/values.yaml) allow MCPServers in UPSTREAM_NS, at host
+127.0.0.1 only, with header Secrets named `ev-token`."""
+import json
+import os
+import subprocess
+
+from harness import http, mcp
+from hostpod import wait_for
+
+UPSTREAM_NS = "mcc-e2e-upstream"
+EVERYTHING = os.path.expanduser(
+    "~/.cache/mcc-upstream/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+TOKEN = "Bearer e2e-upstream-token-not-for-the-catalog"
+
+
+def mcpserver(name, spec):
+    return {"apiVersion": "mcc.dev/v1alpha1", "kind": "MCPServer",
+            "metadata": {"name": name, "namespace": UPSTREAM_NS}, "spec": spec}
+
+
+class Everything:
+    """server-everything on `port`, its output in the work directory."""
+
+    def __init__(self, port, workdir):
+        self.port, self.workdir, self.proc = port, workdir, None
+
+    def start(self):
+        log = open(os.path.join(self.workdir, "everything.log"), "ab")
+        self.proc = subprocess.Popen(["node", EVERYTHING, "streamableHttp"], stdout=log, stderr=log,
+                                     env=dict(os.environ, PORT=str(self.port)))
+        up, _ = wait_for(lambda: http(f"http://127.0.0.1:{self.port}/mcp")[0] not in (0,), 30, 0.2)
+        return bool(up)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def status(c, name):
+    obj = c.kube.get("mcpservers.mcc.dev", name, UPSTREAM_NS, check=False)
+    return (obj or {}).get("status") or {}
+
+
+def execute(c, base, key, params):
+    return mcp(base, c.alice_key, "execute", {"key": key, "params": params}, mode="legacy")
+
+
+def run(c):
+    if not os.path.exists(EVERYTHING):
+        # gateway/tests/it/upstream_support installs it (npm); cargo test runs first.
+        c.check("server-everything is installed (cargo test's upstream tests install it)", False, EVERYTHING)
+        return
+    port = c.args.port_base + 90
+    everything = Everything(port, c.args.workdir)
+    try:
+        steps(c, everything, port)
+    finally:
+        everything.stop()
+
+
+def steps(c, everything, port):
+    c.check("server-everything runs as a host process", everything.start(), f"port {port}")
+    url = f"http://127.0.0.1:{port}/mcp"
+    c.kube.run("-n", UPSTREAM_NS, "create", "secret", "generic", "ev-token", f"--from-literal=header={TOKEN}")
+    c.kube.apply([mcpserver("everything", {
+        "url": url, "groups": ["public"], "prefix": "ev_", "include": ["echo", "get-sum"],
+        "headers": [{"name": "Authorization", "secretKeyRef": {"name": "ev-token", "key": "header"}}],
+        "refreshSeconds": 10, "timeout": 20})])
+    cond = c.wait_ready("mcpservers.mcc.dev", "everything", UPSTREAM_NS, timeout=60)
+    st = status(c, "everything")
+    c.check("an MCPServer becomes Ready with its 2 included tools (1 more filtered)",
+            bool(cond) and st.get("tools") == 2 and (st.get("filteredTools") or 0) > 0 and st.get("lastRefresh"),
+            json.dumps(st)[:400])
+
+    def published():
+        # The status is written before the publisher's debounced write: wait for it.
+        text = c.catalog_text()
+        doc = json.loads(text) if text else {}
+        keys = {t["tool"]["key"] for t in doc.get("tools", [])}
+        ups = doc.get("upstreams", [])
+        ok = {"public.ev_echo", "public.ev_get-sum"} <= keys \
+            and any(u.get("url") == url and u.get("available") for u in ups)
+        return (text, ups) if ok else None
+    got, _ = wait_for(published, 30, 0.3)
+    text, ups = got or (c.catalog_text(), None)
+    c.check("the catalog holds its tools and the URL their calls go to, never the header's value",
+            bool(got) and "e2e-upstream-token" not in text, json.dumps(ups)[:300])
+
+    def served(base):
+        s1, _ = http(f"{base}/v1/tools/public.ev_echo", c.alice_key)
+        s2, body = http(f"{base}/v1/search?q=sum%20of%20two%20numbers", c.alice_key)
+        return s1 == 200 and s2 == 200 and "public.ev_get-sum" in body
+    took = c.on_every_gateway(served, 30)
+    c.check("both gateways list and find its tools (REST describe and search)", took is not None, took)
+    for base in c.bases():
+        out, err = execute(c, base, "public.ev_get-sum", {"a": 2, "b": 3.5})
+        c.check(f"execute of an upstream tool through {base} returns the upstream's result",
+                not err and "5.5" in out, out[:200])
+
+    # A host off the allow-list: refused on status, never published.
+    c.kube.apply([mcpserver("elsewhere", {"url": f"http://localhost:{port}/mcp", "groups": ["public"]})])
+    cond = c.wait_ready("mcpservers.mcc.dev", "elsewhere", UPSTREAM_NS, timeout=30, status="False")
+    c.check("an MCPServer whose host is not on the egress allow-list is refused (UpstreamNotAllowed)",
+            bool(cond) and cond.get("reason") == "UpstreamNotAllowed" and not status(c, "elsewhere").get("lastRefresh"),
+            json.dumps(cond)[:300])
+
+    # The upstream goes away: its tools stay, marked unavailable; calls fail at once.
+    everything.stop()
+    cond = c.wait_ready("mcpservers.mcc.dev", "everything", UPSTREAM_NS, timeout=60, status="False")
+    c.check("the upstream gone: Ready=False Unreachable, its last good tools kept",
+            bool(cond) and cond.get("reason") == "Unreachable" and status(c, "everything").get("tools") == 2,
+            json.dumps(cond)[:300])
+
+    def unavailable(base):
+        s, _ = http(f"{base}/v1/tools/public.ev_echo", c.alice_key)
+        out, err = execute(c, base, "public.ev_echo", {"message": "anyone?"})
+        return s == 200 and err and "unavailable" in out
+    took = c.on_every_gateway(unavailable, 30)
+    c.check("... both gateways still list its tools and answer execute with 'unavailable' at once",
+            took is not None, took)
+
+    # And comes back: discovered again, Ready, served.
+    c.check("server-everything restarted", everything.start())
+    cond = c.wait_ready("mcpservers.mcc.dev", "everything", UPSTREAM_NS, timeout=60)
+    c.check("the upstream back: Ready again", bool(cond), json.dumps(status(c, "everything"))[:300])
+    took = c.on_every_gateway(
+        lambda b: (lambda r: not r[1] and "hello again" in r[0])(
+            execute(c, b, "public.ev_echo", {"message": "hello again"})), 30)
+    c.check("... and both gateways execute its tools again", took is not None, took)
+    c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "everything", "elsewhere")
+    gone, _ = wait_for(lambda: '"public.ev_echo"' not in c.catalog_text(), 30, 0.5)
+    c.check("a deleted MCPServer's tools leave the catalog", bool(gone))
