@@ -9,11 +9,11 @@ pub mod spec;
 pub mod sweep;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
 mod sweep_tests;
+#[cfg(test)]
+mod tests;
 
 pub use run::PodRuntime;
 pub use sweep::Sweeper;
