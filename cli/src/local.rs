@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, anyhow, bail};
 use mcc_catalog::{Tool, User, context};
+use mcc_gateway::calls::text;
 use mcc_gateway::catalog::{Catalog, LiveCatalog};
 use mcc_gateway::config::{self, Settings};
 use mcc_gateway::exec::introspect::RuntimeInterpreter;
 use mcc_gateway::exec::{Call, Engine, Outcome};
-use mcc_gateway::calls::text;
 use mcc_gateway::mcp::execute::parse_shell_json;
 use mcc_gateway::session::{Scope, SessionStore};
 use serde_json::{Map, Value};

@@ -11,7 +11,7 @@
 //! case; `MCC_BENCH_ONLY=sentinel` or `cluster` for one deployment). The figures are failover times, not CPU work: a debug build
 //! (`cargo test -p mcc-gateway --bench redis_ha`) gives the same. Prints Markdown.
 
-#[path = "../tests/redis_support/mod.rs"]
+#[path = "../tests/it/redis_support/mod.rs"]
 mod redis_support;
 
 use std::time::{Duration, Instant};

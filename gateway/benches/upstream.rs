@@ -10,9 +10,9 @@
 //! mode, memory sessions, dev-admin auth); the clients speak the upstream's generation
 //! directly (legacy) and 2026-07-28 to the gateway.
 
-#[path = "../tests/mcp_support/mod.rs"]
+#[path = "../tests/it/mcp_support/mod.rs"]
 mod mcp_support;
-#[path = "../tests/upstream_support/mod.rs"]
+#[path = "../tests/it/upstream_support/mod.rs"]
 mod upstream_support;
 
 use std::time::{Duration, Instant};

@@ -26,9 +26,9 @@ use crate::mcp::legacy_sessions::RedisSessionRegistry;
 use crate::mcp::session_owner::SessionOwners;
 use crate::metrics::Metrics;
 use crate::ratelimit::{Counter, RateLimits};
-use mcc_search::{SearchError, SearchService};
 use crate::session::{SessionSetupError, SessionStore};
 use mcc_executor::Runtime;
+use mcc_search::{SearchError, SearchService};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -273,11 +273,11 @@ fn build_parts(
         )) as Arc<dyn McpSessionStore>
     });
     let engine = Engine::new(settings.engine_settings(runtime))
-    .with_renderer(Renderer::from_settings(&settings.execution.render))
-    .with_limiter(
-        Limiter::new(settings.concurrency.limiter())
-            .with_per_pod_tool(settings.execution.pod.max_per_tool),
-    );
+        .with_renderer(Renderer::from_settings(&settings.execution.render))
+        .with_limiter(
+            Limiter::new(settings.concurrency.limiter())
+                .with_per_pod_tool(settings.execution.pod.max_per_tool),
+        );
     // With Redis sessions, cached results of `cache_ttl` tools are shared by the replicas.
     let engine = match sessions.redis_connection() {
         Some(conn) => {

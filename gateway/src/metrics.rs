@@ -56,7 +56,11 @@ impl MetricsSettings {
                 format!("is server.port ({server_port}); choose another port or leave it unset"),
             ));
         }
-        if self.token.as_ref().is_some_and(|t| t.expose().trim().is_empty()) {
+        if self
+            .token
+            .as_ref()
+            .is_some_and(|t| t.expose().trim().is_empty())
+        {
             return Err(("metrics.token", "is empty; unset it or give a token".into()));
         }
         Ok(())

@@ -29,9 +29,9 @@ use crate::auth::Identity;
 use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
 use crate::metrics::Metrics;
-use mcc_search::SearchService;
 use crate::session::{Scope, SessionError, SessionStore};
 use execute::SessionFailure;
+use mcc_search::SearchService;
 
 /// What every call shares, whichever surface it came from.
 pub struct Shared {

@@ -30,10 +30,10 @@ use mcc_catalog::document::{self, Payload};
 use mcc_catalog::introspect::Introspector;
 use mcc_gateway::catalog::LiveCatalog;
 use mcc_gateway::kube::watch::{CatalogConfigMap, run};
-use mcc_gateway::search::{Embedder, SearchService, SearchSettings, SearchStatus};
 use mcc_operator::assemble::assemble;
 use mcc_operator::metrics::Metrics;
 use mcc_operator::publish::CatalogPublisher;
+use mcc_search::{Embedder, SearchService, SearchSettings, SearchStatus};
 use tokio_util::sync::CancellationToken;
 
 use fake_api::{FakeApi, Latency};
@@ -344,16 +344,21 @@ fn memory_child() {
     {
         let label = "mcc-system/mcc-catalog";
         let decoded = mcc_gateway::catalog::published::decode(label, None, Some(&gzip)).unwrap();
-        live.install_users(mcc_gateway::catalog::published::users(label, &decoded.doc.users));
-        let (catalog, excluded) =
-            mcc_gateway::catalog::published::tools(label, decoded.doc.tools, &Introspector::default());
+        live.install_users(mcc_gateway::catalog::published::users(
+            label,
+            &decoded.doc.users,
+        ));
+        let (catalog, excluded) = mcc_gateway::catalog::published::tools(
+            label,
+            decoded.doc.tools,
+            &Introspector::default(),
+        );
         live.install_tools(catalog, excluded.len(), None);
     }
     let load = t.elapsed();
     let (with_catalog, peak) = rss();
     let settings = mcc_gateway::config::Settings::default();
-    let search =
-        mcc_gateway::search::SearchService::new(settings.search_settings().unwrap()).unwrap();
+    let search = mcc_search::SearchService::new(settings.search_settings().unwrap()).unwrap();
     let t = Instant::now();
     search.rebuild_blocking(live.snapshot().tools()).unwrap();
     let build = t.elapsed();
