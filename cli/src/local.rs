@@ -18,7 +18,7 @@ use mcc_gateway::mcp::execute::parse_shell_json;
 use mcc_gateway::session::{Scope, SessionStore};
 use serde_json::{Map, Value};
 
-use crate::args::Source;
+use crate::source::Source;
 
 /// The user `mcc` acts as without `--as`: MCC's synthetic CLI admin.
 pub const CLI_USER: &str = "cli";

@@ -12,6 +12,7 @@ mod local;
 mod output;
 mod params;
 mod remote;
+mod source;
 mod tool;
 
 use std::process::ExitCode;

@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Map, Value, json};
 
-use crate::args::Source;
+use crate::source::Source;
 
 /// A connected MCP client of one gateway.
 pub struct Remote {

@@ -9,13 +9,12 @@ use anyhow::bail;
 use mcc_gateway::exec::Outcome;
 use serde_json::{Value, json};
 
-use crate::args::{
-    CallArgs, InfoArgs, ListArgs, SessionArgs, SessionGetArgs, SessionSetArgs, Source,
-};
+use crate::args::{CallArgs, InfoArgs, ListArgs, SessionArgs, SessionGetArgs, SessionSetArgs};
 use crate::local::Local;
 use crate::output::{self, Format};
 use crate::params;
 use crate::remote::{self, Remote};
+use crate::source::Source;
 
 enum Backend {
     Local(Box<Local>),

@@ -21,8 +21,7 @@ pub const API_KEY_NOT_ISSUED: &str = "ApiKeyNotIssued";
 /// The reason of a Tool's `Ready=False` when its namespace's Tools are over their budget.
 pub const NAMESPACE_BUDGET_EXCEEDED: &str = "NamespaceBudgetExceeded";
 
-/// The reason of every Tool's `Ready=False` while the catalog cannot be published.
-pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
+pub use crate::assemble::CATALOG_NOT_PUBLISHED;
 
 /// The `Ready` condition's reason and message for a verdict.
 pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {

@@ -48,6 +48,10 @@ pub fn object_key(ns: Option<&str>, name: Option<&str>) -> String {
     format!("{}/{}", ns.unwrap_or_default(), name.unwrap_or_default())
 }
 
+/// The reason of every Tool's `Ready=False` while the catalog cannot be published
+/// (assembly keeps such Tools' last published state).
+pub const CATALOG_NOT_PUBLISHED: &str = "CatalogNotPublished";
+
 /// What the operator concludes about one object.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {

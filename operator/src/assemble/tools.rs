@@ -36,10 +36,9 @@ use std::sync::Arc;
 use mcc_catalog::crd::Tool;
 use mcc_catalog::document::{CatalogTool, Runtime};
 
-use super::{Assembly, ToolVerdict, Verdict, watched};
+use super::{Assembly, CATALOG_NOT_PUBLISHED, ToolVerdict, Verdict, watched};
 use crate::convert::catalog_tool;
 use crate::policy::{PodScope, Policy};
-use crate::status::CATALOG_NOT_PUBLISHED;
 
 /// `exec`, `curl`, `fn` or `mcp` (an upstream MCP server's tool).
 pub fn kind_name(t: &CatalogTool) -> &'static str {
