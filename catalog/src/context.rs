@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::tool::User;
+use crate::rbac::User;
 
 /// Identity keys: read-only, always derived from the authenticated caller.
 pub const RESERVED_KEYS: [&str; 4] = ["user", "email", "groups", "tools"];

@@ -17,7 +17,8 @@ use std::io::{Read, Write};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::tool::{Tool, User};
+use crate::rbac::User;
+use crate::tool::Tool;
 use crate::users::OidcSubject;
 
 /// The format version gateways check before loading.

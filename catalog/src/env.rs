@@ -19,6 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use crate::pattern::fnmatch;
 use crate::tool::{EnvPassthrough, Tool, ToolKind};
 
 /// Variables outside the `MCC_` prefix that the gateway reads as its own settings.
@@ -153,19 +154,6 @@ impl EnvSpec {
 pub const DEFAULT_FLOOR: [&str; 10] = [
     "PATH", "HOME", "USER", "LOGNAME", "TMPDIR", "LANG", "LC_ALL", "TZ", "TERM", "SHELL",
 ];
-
-/// Case-sensitive fnmatch (`*`, `?`, `[seq]`, `[!seq]`), as Python's `fnmatchcase`.
-pub fn fnmatch(pattern: &str, name: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    match glob::Pattern::new(pattern) {
-        Ok(p) => p.matches_with(name, options),
-        Err(_) => pattern == name,
-    }
-}
 
 /// Builds a tool's environment. `parent` is the spawning process's environment (empty
 /// when the runtime adds the inherited layers, see [`EnvSpec`]), `floor` the

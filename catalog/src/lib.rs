@@ -27,6 +27,7 @@ pub mod crd;
 pub mod document;
 pub mod env;
 pub mod error_chain;
+pub mod input_schema;
 pub mod introspect;
 pub mod key;
 #[cfg(feature = "kube-mock")]
@@ -34,6 +35,7 @@ pub mod kube_mock;
 pub mod limits;
 pub mod load;
 pub mod params;
+pub mod pattern;
 pub mod pyfmt;
 pub mod rate;
 pub mod rbac;

@@ -137,10 +137,10 @@ pub fn validate(
 /// JSON Pointer of the value (`/count`), or `(arguments)` for the whole object.
 fn validate_upstream(
     tool: &Tool,
-    input_schema: &crate::upstream::InputSchema,
+    input_schema: &crate::input_schema::InputSchema,
     given: &Map<String, Value>,
 ) -> Result<(), ValidationError> {
-    crate::upstream::validate_arguments(input_schema, given).map_err(|problems| ValidationError {
+    validate_arguments(input_schema, given).map_err(|problems| ValidationError {
         model: format!("{}_params", tool.key),
         problems: problems
             .into_iter()
@@ -303,6 +303,40 @@ pub fn coerce(ty: ParamType, value: &Value) -> Result<Value, String> {
         (ParamType::List, _) => fail("Input should be a valid list", "list_type", value),
         (ParamType::Dict, Value::Object(_)) => Ok(value.clone()),
         (ParamType::Dict, _) => fail("Input should be a valid dictionary", "dict_type", value),
+    }
+}
+
+/// Checks a call's arguments against the upstream tool's input schema; each problem
+/// names where (a JSON Pointer) and what, never the value.
+pub fn validate_arguments(
+    input_schema: &crate::input_schema::InputSchema,
+    arguments: &Map<String, Value>,
+) -> Result<(), Vec<(String, String)>> {
+    let validator = input_schema.validator().map_err(|e| {
+        vec![(
+            String::new(),
+            format!("the input schema does not compile: {e}"),
+        )]
+    })?;
+    let instance = Value::Object(arguments.clone());
+    // The common case answers without building error values.
+    if validator.is_valid(&instance) {
+        return Ok(());
+    }
+    let problems: Vec<(String, String)> = validator
+        .iter_errors(&instance)
+        .take(LISTED_PROBLEMS + 1)
+        .map(|e| {
+            (
+                e.instance_path().as_str().to_string(),
+                e.masked().to_string(),
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
     }
 }
 

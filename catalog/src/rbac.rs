@@ -1,6 +1,25 @@
 //! Who may execute what. One rule, used by search, describe_tools, whoami and execute alike.
 
-use crate::tool::User;
+use serde::{Deserialize, Serialize};
+
+/// A caller's identity and grants.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Tool keys granted explicitly.
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
+
+impl User {
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
+    }
+}
 
 /// The group whose members may run every tool and read the audit trail.
 pub const ADMIN_GROUP: &str = "admin";

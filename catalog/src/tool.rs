@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::annotations::Annotations;
+pub use crate::rbac::User;
 
 /// The six parameter types MCC knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -135,7 +136,7 @@ pub enum ToolKind {
     Mcp {
         server: String,
         tool: String,
-        input_schema: crate::upstream::InputSchema,
+        input_schema: crate::input_schema::InputSchema,
     },
 }
 
@@ -198,7 +199,7 @@ impl EnvPassthrough {
     pub fn admits(&self, name: &str) -> bool {
         match self {
             EnvPassthrough::All(all) => *all,
-            EnvPassthrough::Globs(globs) => globs.iter().any(|g| crate::env::fnmatch(g, name)),
+            EnvPassthrough::Globs(globs) => globs.iter().any(|g| crate::pattern::fnmatch(g, name)),
             EnvPassthrough::None => false,
         }
     }
@@ -293,24 +294,5 @@ impl Tool {
     /// RBAC: may `user` (or an anonymous caller) execute this tool? See [`crate::rbac`].
     pub fn allows(&self, user: Option<&User>) -> bool {
         crate::rbac::allows(&self.groups, &self.key, user)
-    }
-}
-
-/// A caller's identity and grants.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct User {
-    pub username: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub email: Option<String>,
-    #[serde(default)]
-    pub groups: Vec<String>,
-    /// Tool keys granted explicitly.
-    #[serde(default)]
-    pub tools: Vec<String>,
-}
-
-impl User {
-    pub fn in_group(&self, group: &str) -> bool {
-        self.groups.iter().any(|g| g == group)
     }
 }

@@ -16,12 +16,12 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::annotations::{self, Annotations};
+pub use crate::input_schema::InputSchema;
 use crate::key::{tool_key, union_groups};
 use crate::rate::RateLimit;
 use crate::tool::{Param, ParamType, Tool, ToolKind};
@@ -296,9 +296,16 @@ pub fn normalize(name: &str) -> String {
 
 /// Whether `name` passes `include` (empty: everything) and not `exclude`.
 pub fn admitted(spec: &UpstreamSpec, name: &str) -> bool {
-    let included =
-        spec.include.is_empty() || spec.include.iter().any(|g| crate::env::fnmatch(g, name));
-    included && !spec.exclude.iter().any(|g| crate::env::fnmatch(g, name))
+    let included = spec.include.is_empty()
+        || spec
+            .include
+            .iter()
+            .any(|g| crate::pattern::fnmatch(g, name));
+    included
+        && !spec
+            .exclude
+            .iter()
+            .any(|g| crate::pattern::fnmatch(g, name))
 }
 
 /// Turns an upstream's listing into catalog tools: filtered, names normalized (a name
@@ -464,114 +471,6 @@ fn params_of(schema: &Value) -> Result<Vec<Param>, String> {
             }
         })
         .collect())
-}
-
-/// An upstream tool's input schema and its validator, compiled at most once per tool:
-/// at discovery ([`InputSchema::compiled`]), or on the first call for a tool that came
-/// from a catalog document. Clones of a tool share the one validator; a tool that
-/// discovery replaces is a new value with its own, so validators live exactly as long as
-/// the tools holding them (no cache beside the catalog). Serializes as the schema alone;
-/// two are equal when their schemas are.
-#[derive(Clone)]
-pub struct InputSchema {
-    schema: Value,
-    /// The validator, or why the schema does not compile.
-    validator: Arc<OnceLock<Result<jsonschema::Validator, String>>>,
-}
-
-impl InputSchema {
-    /// The schema, compiled now: `Err` is the compiler's reason.
-    pub fn compiled(schema: Value) -> Result<Self, String> {
-        let this = Self::from(schema);
-        this.validator().map_err(str::to_string)?;
-        Ok(this)
-    }
-
-    pub fn as_value(&self) -> &Value {
-        &self.schema
-    }
-
-    fn validator(&self) -> Result<&jsonschema::Validator, &str> {
-        self.validator
-            .get_or_init(|| jsonschema::validator_for(&self.schema).map_err(|e| e.to_string()))
-            .as_ref()
-            .map_err(String::as_str)
-    }
-}
-
-impl From<Value> for InputSchema {
-    /// Compiled on first use.
-    fn from(schema: Value) -> Self {
-        Self {
-            schema,
-            validator: Arc::default(),
-        }
-    }
-}
-
-impl std::ops::Deref for InputSchema {
-    type Target = Value;
-    fn deref(&self) -> &Value {
-        &self.schema
-    }
-}
-
-impl PartialEq for InputSchema {
-    fn eq(&self, other: &Self) -> bool {
-        self.schema == other.schema
-    }
-}
-
-impl fmt::Debug for InputSchema {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.schema.fmt(f)
-    }
-}
-
-impl Serialize for InputSchema {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.schema.serialize(s)
-    }
-}
-
-impl<'de> Deserialize<'de> for InputSchema {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Value::deserialize(d).map(Self::from)
-    }
-}
-
-/// Checks a call's arguments against the upstream tool's input schema; each problem
-/// names where (a JSON Pointer) and what, never the value.
-pub fn validate_arguments(
-    input_schema: &InputSchema,
-    arguments: &Map<String, Value>,
-) -> Result<(), Vec<(String, String)>> {
-    let validator = input_schema.validator().map_err(|e| {
-        vec![(
-            String::new(),
-            format!("the input schema does not compile: {e}"),
-        )]
-    })?;
-    let instance = Value::Object(arguments.clone());
-    // The common case answers without building error values.
-    if validator.is_valid(&instance) {
-        return Ok(());
-    }
-    let problems: Vec<(String, String)> = validator
-        .iter_errors(&instance)
-        .take(crate::params::LISTED_PROBLEMS + 1)
-        .map(|e| {
-            (
-                e.instance_path().as_str().to_string(),
-                e.masked().to_string(),
-            )
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems)
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Tests of [`super`]: the `mcp_servers:` entry, and an upstream listing into tools.
 
 use super::*;
+use crate::params::validate_arguments;
 use serde_json::json;
 
 fn spec(extra: Value) -> UpstreamSpec {

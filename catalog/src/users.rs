@@ -20,7 +20,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::tool::User;
+use crate::rbac::User;
 
 /// An OIDC identity bound to a catalog user: the token's `iss` and `sub`, compared
 /// exactly. A subject is unique only within its issuer, so both are part of the binding.
