@@ -11,9 +11,9 @@
 //! - a tool's `env`/`env_file` cannot hand a caller without an email an `MCC_CTX_EMAIL`
 //!   (or any other `MCC_CTX*` name).
 
+use crate::auth_support::{self, in_ten_minutes as exp};
 use crate::mcp_support;
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use mcp_support::*;
 use serde_json::{Value, json};
 
@@ -75,20 +75,7 @@ fn token(claims: Value) -> String {
     for (k, v) in claims.as_object().unwrap() {
         full[k] = v.clone();
     }
-    encode(
-        &Header::new(Algorithm::HS256),
-        &full,
-        &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
-    )
-    .unwrap()
-}
-
-fn exp() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600
+    auth_support::hs256(SECRET, &full)
 }
 
 /// `whoami`'s first line for a token, or the HTTP status it was refused with.

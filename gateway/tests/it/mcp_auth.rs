@@ -2,11 +2,11 @@
 //! the users file), HS256 JWTs (minted here), anonymous access when allowed, and the 401
 //! challenge for a missing or bad credential.
 
+use crate::auth_support::{self, in_ten_minutes as exp};
 use crate::mcp_support;
 
 use std::time::Duration;
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use mcc_gateway::auth::api_key;
 use mcp_support::*;
 use serde_json::{Value, json};
@@ -88,20 +88,7 @@ fn hs256(mut claims: Value) -> String {
     if claims.get("iss").is_none() {
         claims["iss"] = json!(ISSUER);
     }
-    encode(
-        &Header::new(Algorithm::HS256),
-        &claims,
-        &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
-    )
-    .unwrap()
-}
-
-fn exp() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600
+    auth_support::hs256(SECRET, &claims)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

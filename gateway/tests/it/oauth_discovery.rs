@@ -3,9 +3,9 @@
 //! naming the authorization server, and a token from that server gets in. Also the 404
 //! of a gateway without discovery, and bad `auth.oauth` settings refused by name.
 
+use crate::auth_support::{self, in_ten_minutes as exp};
 use crate::mcp_support;
 
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use mcc_gateway::config::{self, Settings};
 use mcp_support::{Server, get_json, http_client, settings, start_on};
 use serde_json::{Value, json};
@@ -62,20 +62,7 @@ fn param(challenge: &str, name: &str) -> Option<String> {
 }
 
 fn token(claims: Value) -> String {
-    encode(
-        &Header::new(Algorithm::HS256),
-        &claims,
-        &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
-    )
-    .unwrap()
-}
-
-fn exp() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600
+    auth_support::hs256(SECRET, &claims)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

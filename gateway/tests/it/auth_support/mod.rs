@@ -73,6 +73,21 @@ pub fn token(key: &str, alg: Algorithm, kid: Option<&str>, claims: &Value) -> St
     encode(&header, claims, &key).unwrap()
 }
 
+/// A token signed with HS256 by `secret` (the tests that configure their own secret).
+pub fn hs256(secret: &str, claims: &Value) -> String {
+    encode(
+        &Header::new(Algorithm::HS256),
+        claims,
+        &EncodingKey::from_secret(secret.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+/// An `exp` claim ten minutes from now.
+pub fn in_ten_minutes() -> u64 {
+    now() + 600
+}
+
 pub fn rs256(kid: &str, key: &str, claims: &Value) -> String {
     token(key, Algorithm::RS256, Some(kid), claims)
 }
