@@ -90,6 +90,9 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("server.host/server.port: cannot bind {addr}"))?;
+        // SIGTERM stops accepting and drains (handler in place before "serving" is said);
+        // MCP sessions and watches end after that.
+        let signal = mcc_gateway::app::shutdown_signal();
         tracing::info!(%addr, tools = gateway.catalog.status().tools, "serving MCP at http://{addr}/mcp");
         if settings.auth.checks_no_credential() && !addr.ip().is_loopback() {
             tracing::warn!(
@@ -97,11 +100,10 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
                 "this auth checks no credential: only loopback clients are served (others get 403)"
             );
         }
-        // SIGTERM stops accepting and drains; MCP sessions and watches end after that.
         let stop = CancellationToken::new();
         let stopping = stop.clone();
         tokio::spawn(async move {
-            mcc_gateway::app::shutdown_signal().await;
+            signal.await;
             tracing::info!("shutting down");
             stopping.cancel();
         });
