@@ -120,7 +120,7 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
                 UpstreamRefusal::Namespace => format!(
                     "namespace {namespace} may not declare MCPServers (operator setting MCC_UPSTREAM_NAMESPACES; chart value upstreams.namespaces): the operator does not connect to it"
                 ),
-                UpstreamRefusal::Url => "spec.url is not on the platform team's egress allow-list (operator setting MCC_UPSTREAM_ALLOWED_URLS; chart value upstreams.allowedUrls): the operator does not connect to it".to_string(),
+                UpstreamRefusal::Url => "spec.url is not on the platform team's egress allow-list (operator setting MCC_UPSTREAM_ALLOWED_URLS; chart value upstreams.allowed): the operator does not connect to it".to_string(),
             },
         ),
         Verdict::NotDiscovered { error } => (

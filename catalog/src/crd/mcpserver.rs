@@ -58,7 +58,7 @@ use crate::upstream::{MAX_HEADERS, MAX_NAME};
 ]))]
 pub struct MCPServerSpec {
     /// The upstream's streamable HTTP endpoint. Must match the platform team's egress
-    /// allow-list (chart value `upstreams.allowedUrls`), else the operator refuses it.
+    /// allow-list (chart value `upstreams.allowed`), else the operator refuses it.
     #[schemars(length(min = 8, max = limits::PATH))]
     pub url: String,
     /// Groups of every tool taken from this upstream: RBAC and the key's prefix. Only
