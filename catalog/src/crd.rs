@@ -199,6 +199,12 @@ pub struct ToolSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "json_schema_object")]
     pub output_schema: Option<Value>,
+    /// `required`: every call needs a person's approval before it runs (the caller's
+    /// client asks them; see docs/approval.md). Leaving it out does not opt out of what
+    /// the platform team requires for the Tool's groups or namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "approval_word")]
+    pub approval: Option<String>,
 }
 
 /// One declared parameter.
@@ -497,6 +503,10 @@ fn json_schema_object(_: &mut SchemaGenerator) -> Schema {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true
     })
+}
+
+fn approval_word(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "enum": [crate::approval::REQUIRED] })
 }
 
 fn param_type_name(_: &mut SchemaGenerator) -> Schema {

@@ -3,6 +3,7 @@
 //! - [`tool`]: the data model (tools, params, limits, users);
 //! - [`annotations`]: MCP's title and hints, and output schemas (checked at load and on
 //!   every result);
+//! - [`approval`]: which calls need a person's approval before they run;
 //! - [`key`], [`rbac`], [`rate`], [`params`], [`context`], [`signature`], [`env`], [`template`]: the
 //!   catalog's rules, each in one place and free of I/O;
 //! - [`spec`], [`load`], [`introspect`]: MCC YAML tool files into tools (these read files
@@ -21,6 +22,7 @@
 
 pub mod annotations;
 pub mod apikey;
+pub mod approval;
 pub mod context;
 #[cfg(feature = "crd")]
 pub mod crd;

@@ -112,6 +112,7 @@ mod tests {
             return_type: Some("str".into()),
             annotations: Default::default(),
             output_schema: None,
+            approval_required: false,
             source: String::new(),
         }
     }

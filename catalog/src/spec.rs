@@ -40,6 +40,7 @@ pub const ENTRY_KEYS: &[&str] = &[
     "idempotent_hint",
     "open_world_hint",
     "output_schema",
+    "approval",
 ];
 
 /// A tool entry as written. Strings that YAML may type as numbers (`env` values,
@@ -85,6 +86,8 @@ pub struct ToolEntry {
     pub open_world_hint: Option<bool>,
     /// A JSON Schema object, checked by [`crate::annotations::check_schema`].
     pub output_schema: Option<Value>,
+    /// `required`: every call needs a person's approval first ([`crate::approval`]).
+    pub approval: Option<Value>,
 }
 
 /// One `params:` entry as written; `type` is checked against the six names.
@@ -374,6 +377,12 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
     if let Some(schema) = &entry.output_schema {
         crate::annotations::check_schema(schema).map_err(|m| err("output_schema", m))?;
     }
+    let approval_required = match &entry.approval {
+        None => Ok(false),
+        Some(Value::String(word)) => crate::approval::parse(Some(word)),
+        Some(other) => crate::approval::parse(Some(&other.to_string())),
+    }
+    .map_err(|m| err("approval", m))?;
     let key = tool_key(&entry.groups, &name);
     if key.len() > MAX_KEY_LEN {
         return Err(err(
@@ -414,6 +423,7 @@ pub fn build_tool(entry: ToolEntry, source: &str) -> Result<BuiltTool, EntryErro
             open_world_hint: entry.open_world_hint,
         },
         output_schema: entry.output_schema,
+        approval_required,
         source: source.to_string(),
     };
     Ok(BuiltTool {

@@ -252,6 +252,10 @@ pub struct Tool {
     /// is then also sent as MCP's `structuredContent` ([`crate::annotations`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// A call needs a person's approval before it runs (the tool's `approval: required`,
+    /// or stamped by the operator for its namespace); see [`crate::approval::required`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval_required: bool,
     /// Where the tool was defined (`file.yaml: tools[2] 'name'` or `Tool ns/name`), for
     /// error messages.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -406,6 +406,7 @@ fn tool_of(spec: &UpstreamSpec, d: &Discovered, name: &str) -> Result<Tool, Stri
         return_type: None,
         annotations: d.annotations.clone(),
         output_schema: d.output_schema.clone(),
+        approval_required: false,
         source: format!(
             "{}: tool '{}'",
             spec.source,

@@ -512,3 +512,20 @@ fn annotations_and_output_schemas_are_read_and_checked() {
     let e = error(&entry("    output_schema: {type: string}\n"));
     assert!(e.contains("output_schema: the root must be"), "{e}");
 }
+
+#[test]
+fn approval_is_required_or_left_out() {
+    let t = &tools("tools:\n  - name: t\n    exec: ls\n    approval: required\n")[0];
+    assert!(t.approval_required);
+    let t = &tools("tools:\n  - name: t\n    exec: ls\n")[0];
+    assert!(!t.approval_required);
+    assert_eq!(
+        error("tools:\n  - name: t\n    exec: ls\n    approval: never\n"),
+        "t.yaml: tools[0] 't': approval: must be 'required' (or left out), got 'never'"
+    );
+    // No way to opt out, not even with a boolean.
+    assert_eq!(
+        error("tools:\n  - name: t\n    exec: ls\n    approval: false\n"),
+        "t.yaml: tools[0] 't': approval: must be 'required' (or left out), got 'false'"
+    );
+}

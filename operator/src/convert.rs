@@ -82,6 +82,7 @@ pub fn catalog_tool(resource: &crd::Tool) -> Result<CatalogTool, Invalid> {
         idempotent_hint: spec.idempotent_hint,
         open_world_hint: spec.open_world_hint,
         output_schema: spec.output_schema.clone(),
+        approval: spec.approval.clone().map(serde_json::Value::String),
     };
     let source = format!("Tool {namespace}/{name}");
     let built = build_tool(entry, &source).map_err(|e| invalid(camel_case(&e.field), e.message))?;
@@ -458,6 +459,9 @@ pub fn tool_resource(
         idempotent_hint: tool.annotations.idempotent_hint,
         open_world_hint: tool.annotations.open_world_hint,
         output_schema: tool.output_schema.clone(),
+        approval: tool
+            .approval_required
+            .then(|| mcc_catalog::approval::REQUIRED.to_string()),
     };
     let mut resource = crd::Tool::new(&object_name(&tool.key), spec);
     resource.metadata.namespace = Some(namespace.to_string());

@@ -28,6 +28,7 @@ pub(super) fn tool(groups: &[&str], name: &str, description: &str) -> Tool {
         return_type: None,
         annotations: Default::default(),
         output_schema: None,
+        approval_required: false,
         source: String::new(),
     }
 }

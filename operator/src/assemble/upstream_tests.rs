@@ -36,6 +36,7 @@ fn listed(names: &[&str]) -> Vec<Discovered> {
             description: Some(format!("{n} things")),
             input_schema: json!({"type": "object", "properties": {"x": {"type": "string"}}}),
             output_schema: None,
+            approval_required: false,
             annotations: Annotations::default(),
         })
         .collect()
