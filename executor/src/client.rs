@@ -8,6 +8,7 @@ use tokio::net::UnixStream;
 use crate::address::Address;
 use crate::process::Finished;
 use crate::runtime::{Request, RunError, Runtime};
+use crate::session::{SessionRequest, SessionStream};
 use crate::wire;
 
 /// Runs tools in the executor listening at an [`Address`].
@@ -119,6 +120,27 @@ impl Runtime for ExecutorClient {
             wire::Answer::Failed(e) => Err(e),
             wire::Answer::Refused { uid } => Err(self.refused(uid)),
             wire::Answer::Pong => Err(self.error("answered a run with a pong")),
+            wire::Answer::SessionStarted => Err(self.error("answered a run with a session")),
+        }
+    }
+
+    /// Asks for a session; once the executor answers that its process runs, the
+    /// connection is the process's stdin and stdout. Closing it ends the session.
+    async fn open_session(&self, request: &SessionRequest) -> Result<SessionStream, RunError> {
+        let stream = self.connect().await?;
+        let mut stream = tokio::io::BufReader::new(stream);
+        let sent = wire::write_session(stream.get_mut(), request).await;
+        // Read through the buffer that is returned: bytes the process wrote right after
+        // the answer stay in it.
+        let answer = match (wire::read_reply(&mut stream, 0).await, sent) {
+            (Ok(answer), _) => answer,
+            (Err(_), Err(e)) | (Err(e), Ok(())) => return Err(self.error(e)),
+        };
+        match answer {
+            wire::Answer::SessionStarted => Ok(Box::new(stream)),
+            wire::Answer::Failed(e) => Err(e),
+            wire::Answer::Refused { uid } => Err(self.refused(uid)),
+            _ => Err(self.error("unexpected answer to a session request")),
         }
     }
 

@@ -13,6 +13,8 @@
 //!   gateway's side. [`server`] serves only the gateway's uid, bounds how long a request
 //!   may take to arrive, and runs each call in a session of its own; [`wire`] is the
 //!   framing both speak; [`reaper`] kills and reaps what a call left behind.
+//! - [`session`]: a long-lived process whose stdin and stdout are a byte stream to the
+//!   caller (a stdio MCP server), with the same group, environment and bounds rules;
 //! - [`progress`]: a tool's own progress reports (`MCC_PROGRESS_FILE`), apart from its
 //!   output, for a caller that set a sink around the run;
 //! - [`podio`]: the pod runtime's boundary — the call in a per-call Secret, the result
@@ -30,9 +32,11 @@ pub mod progress;
 pub mod reaper;
 pub mod runtime;
 pub mod server;
+pub mod session;
 pub mod wire;
 
 pub use address::Address;
 pub use client::ExecutorClient;
 pub use process::{Captured, Ending, Finished};
 pub use runtime::{InProcess, Request, RunError, Runtime};
+pub use session::{SessionRequest, SessionStream};

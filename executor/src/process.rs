@@ -165,7 +165,7 @@ pub async fn run_as(spec: &Spec<'_>, leader: Leader) -> std::io::Result<Finished
     })
 }
 
-fn command(spec: &Spec<'_>, leader: Leader) -> Command {
+pub(crate) fn command(spec: &Spec<'_>, leader: Leader) -> Command {
     let mut cmd = Command::new(spec.program);
     cmd.args(spec.args)
         .env_clear()
@@ -213,7 +213,7 @@ fn command(spec: &Spec<'_>, leader: Leader) -> Command {
     cmd
 }
 
-fn ending_of(status: ExitStatus) -> Ending {
+pub(crate) fn ending_of(status: ExitStatus) -> Ending {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => Ending::Exited(code),
@@ -256,10 +256,10 @@ async fn capture(pipe: Option<impl AsyncRead + Unpin>, limit: usize, into: &mut 
 /// Kills the child's whole process group when told to, or when dropped untold (the call
 /// was cancelled), so no path leaves processes behind. Only once: after the group has
 /// emptied, its id is free for a new group that a second signal would reach.
-struct GroupKill(Option<i32>);
+pub(crate) struct GroupKill(pub(crate) Option<i32>);
 
 impl GroupKill {
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(pgid) = self.0.take().filter(|&p| p > 0) {
             // SAFETY: kill(2) with a negative pid signals that process group; no memory
             // is involved. ESRCH (group already empty) is expected and ignored.

@@ -20,6 +20,7 @@ use mcc_catalog::introspect::find_python;
 use crate::limits::Rlimits;
 use crate::process::{self, Finished, Leader, Spec};
 use crate::progress;
+use crate::session::{self, SessionRequest, SessionStream};
 
 /// One process to run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -74,6 +75,16 @@ pub trait Runtime: Send + Sync + std::fmt::Debug {
     /// `Err(reason)` when this runtime cannot run tools now (readiness).
     async fn check(&self) -> Result<(), String>;
 
+    /// Starts `request` as a session ([`crate::session`]): the returned stream is the
+    /// process's stdin and stdout; dropping it kills the process group. A runtime that
+    /// cannot keep a process running (the pod runtime) says so.
+    async fn open_session(&self, request: &SessionRequest) -> Result<SessionStream, RunError> {
+        Err(RunError::Spawn {
+            program: request.program.clone(),
+            reason: format!("the {} runtime cannot run a stdio server", self.kind()),
+        })
+    }
+
     /// Where the processes run, as traces name it (`in-process`, `executor`).
     fn kind(&self) -> &'static str {
         "custom"
@@ -122,6 +133,63 @@ impl InProcess {
     /// With this process's environment (read once, here: never after startup).
     pub fn from_environment() -> Self {
         Self::new(std::env::vars().collect())
+    }
+
+    /// Starts `request`'s process (its own group or session, as this runtime's tools),
+    /// for [`session::pump`] to serve.
+    pub fn start_session(&self, request: &SessionRequest) -> Result<session::Process, RunError> {
+        request.check().map_err(|reason| RunError::Spawn {
+            program: request.program.clone(),
+            reason,
+        })?;
+        let env = request.env.resolve(&self.parent, &self.here);
+        let not_found = || RunError::NotFound {
+            program: request.program.clone(),
+        };
+        let is_path = request.program.contains('/');
+        let program = match is_path {
+            true => PathBuf::from(&request.program),
+            false => find_python(&request.program, env.get("PATH").map(String::as_str))
+                .ok_or_else(not_found)?,
+        };
+        let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
+        let spec = Spec {
+            program: &program,
+            args: &args,
+            env: &env,
+            cwd: None,
+            stdin: Some(&[]),
+            rlimits: request.rlimits,
+            timeout: None,
+            max_output: 0,
+        };
+        let spawned = crate::reaper::Spawned::register(|| {
+            let child = process::command(&spec, self.leader).spawn()?;
+            let pid = child.id();
+            Ok((child, pid))
+        });
+        let (mut child, registered) = spawned.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound if is_path => not_found(),
+            _ => RunError::Spawn {
+                program: program.display().to_string(),
+                reason: e.to_string(),
+            },
+        })?;
+        let group = process::GroupKill(child.id().map(|pid| pid as i32));
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            unreachable!("all three are piped by process::command");
+        };
+        Ok(session::Process {
+            child,
+            stdin,
+            stdout,
+            stderr,
+            group,
+            _registered: registered,
+            program: request.program.clone(),
+        })
     }
 
     /// The complete environment and working directory `request` would run with here.
@@ -213,6 +281,26 @@ impl Runtime for InProcess {
 
     async fn check(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// The process runs here, its bytes carried through an in-memory pipe by a task of
+    /// this process ([`session::pump`], the same bounds as behind the executor).
+    async fn open_session(&self, request: &SessionRequest) -> Result<SessionStream, RunError> {
+        let process = self.start_session(request)?;
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let bounds = request.clone();
+        tokio::spawn(async move {
+            let (from_caller, to_caller) = tokio::io::split(ours);
+            session::pump(
+                process,
+                from_caller,
+                to_caller,
+                &bounds,
+                std::future::pending(),
+            )
+            .await
+        });
+        Ok(Box::new(theirs))
     }
 }
 

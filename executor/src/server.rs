@@ -15,7 +15,12 @@
 //!   killed ([`reaper::sweep`]; each call runs in a session of its own);
 //! - told to stop ([`serve_draining`], SIGTERM in a Pod), it keeps serving until no call
 //!   has run for a quiet period: the gateway beside it is draining its own requests then,
-//!   and a call it sends meanwhile is answered, not cut off.
+//!   and a call it sends meanwhile is answered, not cut off;
+//! - a session ([`Message::Session`], a stdio MCP server) passes the same checks (uid,
+//!   read deadline, a permit, held for its whole life), and ends — its process group
+//!   killed — when the gateway closes the connection, on its bounds
+//!   ([`crate::session`]), and when the executor stops: an open session is not a call
+//!   that draining waits for.
 
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
@@ -25,11 +30,12 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 
 use crate::address::Address;
 use crate::reaper;
 use crate::runtime::{InProcess, Runtime};
+use crate::session::{self, SessionRequest};
 use crate::wire::{self, Message};
 
 /// How long a connection may take to send its whole request (header and stdin).
@@ -191,6 +197,8 @@ async fn serve_tracked(
     let runtime = Arc::new(runtime.in_own_sessions());
     let slots = Arc::new(Semaphore::new(policy.max_calls.max(1)));
     let mut refusals = RefusalLog::default();
+    // Never sent: dropped with this future, which ends every open session.
+    let (stopping, _) = watch::channel(());
     let accepting = async {
         loop {
             let stream = match listener.accept().await {
@@ -223,9 +231,17 @@ async fn serve_tracked(
             let (runtime, slots) = (runtime.clone(), slots.clone());
             let read_timeout = policy.read_timeout;
             let in_progress = activity.begin();
+            let stopping = stopping.subscribe();
             tokio::spawn(async move {
-                handle(stream, &runtime, &slots, read_timeout).await;
-                drop(in_progress);
+                handle(
+                    stream,
+                    &runtime,
+                    &slots,
+                    read_timeout,
+                    in_progress,
+                    stopping,
+                )
+                .await;
             });
         }
     };
@@ -289,7 +305,14 @@ impl RefusalLog {
     }
 }
 
-async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>, wait: Duration) {
+async fn handle(
+    stream: UnixStream,
+    runtime: &InProcess,
+    slots: &Arc<Semaphore>,
+    wait: Duration,
+    in_progress: CallInProgress,
+    stopping: watch::Receiver<()>,
+) {
     let (rd, mut wr) = stream.into_split();
     // Frames are read in small pieces: buffer them into few syscalls.
     let mut rd = tokio::io::BufReader::new(rd);
@@ -299,6 +322,14 @@ async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>,
         Ok(Ok(Message::Ping)) => {
             let _ = wire::write_pong(&mut wr).await;
             return;
+        }
+        Ok(Ok(Message::Session(request))) => {
+            let session = Session {
+                request: *request,
+                in_progress,
+                stopping,
+            };
+            return serve_session(session, rd, wr, runtime, slots).await;
         }
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "executor: unreadable request");
@@ -343,6 +374,60 @@ async fn handle(stream: UnixStream, runtime: &InProcess, slots: &Arc<Semaphore>,
     if let Err(e) = wire::write_reply(&mut wr, result.as_ref()).await {
         tracing::debug!(error = %e, "executor: the caller left before the reply");
     }
+    drop(in_progress);
+}
+
+/// A session request read from a connection, with what ends it.
+struct Session {
+    request: SessionRequest,
+    /// Released once the process runs: draining does not wait for sessions.
+    in_progress: CallInProgress,
+    /// Changes (its sender dropped) when the executor stops serving.
+    stopping: watch::Receiver<()>,
+}
+
+/// Takes a permit, starts the process, answers, then carries the stream until the
+/// session ends ([`session::pump`]); sweeps what it left behind.
+async fn serve_session(
+    session: Session,
+    mut rd: tokio::io::BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut wr: tokio::net::unix::OwnedWriteHalf,
+    runtime: &InProcess,
+    slots: &Arc<Semaphore>,
+) {
+    let Session {
+        request,
+        in_progress,
+        mut stopping,
+    } = session;
+    // The gateway sends nothing before the answer: a byte here is its hang-up.
+    let permit = tokio::select! {
+        permit = slots.clone().acquire_owned() => match permit {
+            Ok(permit) => permit,
+            Err(_) => return,
+        },
+        () = hangup(&mut rd) => return,
+    };
+    let process = match runtime.start_session(&request) {
+        Ok(process) => process,
+        Err(e) => {
+            let _ = wire::write_failed(&mut wr, &e).await;
+            return;
+        }
+    };
+    if wire::write_session_started(&mut wr).await.is_err() {
+        return;
+    }
+    drop(in_progress);
+    let stop = async move {
+        let _ = stopping.changed().await;
+    };
+    let end = session::pump(process, rd, wr, &request, stop).await;
+    let swept = tokio::task::spawn_blocking(|| reaper::sweep(reaper::SWEEP_BUDGET))
+        .await
+        .unwrap_or_default();
+    drop(permit);
+    tracing::debug!(program = %request.program, ?end, killed = swept.killed, "session ended");
 }
 
 /// Runs `request` with its tool's progress reports written to the caller as they come;

@@ -5,6 +5,17 @@
 //! executor → gateway   frame(JSON Reply)    [stdout, stdout tail, stderr, stderr tail]
 //! ```
 //!
+//! or one session ([`Message::Session`], a stdio MCP server; [`crate::session`]):
+//!
+//! ```text
+//! gateway → executor   frame(JSON Message::Session)  frame(none)  then the process's stdin bytes
+//! executor → gateway   frame(JSON Reply::SessionStarted)          then the process's stdout bytes
+//! ```
+//!
+//! After `SessionStarted` the connection is the process's byte stream both ways, unframed,
+//! until either side closes it (the executor then kills the process group); a start that
+//! fails is answered `Failed`, a refused peer `Refused`, as for a run.
+//!
 //! A run asked with [`Message::RunReporting`] may be answered with any number of
 //! [`Reply::Progress`] frames (the tool's own reports, [`crate::progress`]) before its
 //! final reply.
@@ -21,6 +32,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use crate::process::{Captured, Ending, Finished, TAIL};
 use crate::progress::Report;
 use crate::runtime::{Request, RunError};
+use crate::session::SessionRequest;
 
 /// Largest JSON header (the environment, with the session context, is its bulk).
 pub const MAX_HEADER: usize = 8 * 1024 * 1024;
@@ -36,6 +48,9 @@ pub enum Message {
     RunReporting(Box<Request>),
     /// Readiness and the `probe` command: answered with [`Reply::Pong`].
     Ping,
+    /// A long-lived process whose stdin and stdout become the connection:
+    /// answered with [`Reply::SessionStarted`] (or `Failed`).
+    Session(Box<SessionRequest>),
 }
 
 /// What the executor answers.
@@ -54,6 +69,8 @@ pub enum Reply {
     Refused {
         uid: u32,
     },
+    /// The session's process runs; the connection is its byte stream from now on.
+    SessionStarted,
 }
 
 /// A [`Reply`] as the client uses it, the output frames read.
@@ -64,6 +81,7 @@ pub enum Answer {
     Failed(RunError),
     Pong,
     Refused { uid: u32 },
+    SessionStarted,
 }
 
 fn frame(buf: &mut Vec<u8>, bytes: Option<&[u8]>) {
@@ -115,6 +133,7 @@ enum MessageRef<'a> {
     Run(&'a Request),
     RunReporting(&'a Request),
     Ping,
+    Session(&'a SessionRequest),
 }
 
 /// Sends a run and its stdin in one write; `reporting`: with the tool's progress.
@@ -142,6 +161,29 @@ pub async fn write_progress(
 
 pub async fn write_ping(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
     write(w, &MessageRef::Ping, None).await
+}
+
+/// Asks for a session (no stdin frame: the stream follows the answer).
+pub async fn write_session(
+    w: &mut (impl AsyncWrite + Unpin),
+    request: &SessionRequest,
+) -> std::io::Result<()> {
+    write(w, &MessageRef::Session(request), None).await
+}
+
+/// Answers a session request: its process runs.
+pub async fn write_session_started(w: &mut (impl AsyncWrite + Unpin)) -> std::io::Result<()> {
+    w.write_all(&encode(&Reply::SessionStarted)).await?;
+    w.flush().await
+}
+
+/// Answers a request with `error`, no output.
+pub async fn write_failed(
+    w: &mut (impl AsyncWrite + Unpin),
+    error: &RunError,
+) -> std::io::Result<()> {
+    w.write_all(&encode(&Reply::Failed(error.clone()))).await?;
+    w.flush().await
 }
 
 async fn write(
@@ -224,6 +266,7 @@ pub async fn read_reply(
     match read_json::<Reply>(r).await? {
         Reply::Progress(report) => Ok(Answer::Progress(report)),
         Reply::Pong => Ok(Answer::Pong),
+        Reply::SessionStarted => Ok(Answer::SessionStarted),
         Reply::Refused { uid } => Ok(Answer::Refused { uid }),
         Reply::Failed(e) => Ok(Answer::Failed(e)),
         Reply::Finished {

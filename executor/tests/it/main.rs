@@ -11,3 +11,4 @@ mod common;
 mod boundary;
 mod drain;
 mod process_runs;
+mod session;
