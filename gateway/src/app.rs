@@ -327,6 +327,8 @@ fn build_parts(
         )?,
         &metrics,
     );
+    let tickets =
+        crate::calls::approval::Tickets::beside(&sessions, settings.execution.approval.ttl());
     let shared = Arc::new(Shared {
         catalog: catalog.clone(),
         sessions,
@@ -336,6 +338,10 @@ fn build_parts(
         response_max_size: settings.server.response_max_size,
         rate_limits,
         audit,
+        approvals: crate::calls::approval::Approvals {
+            policy: settings.execution.approval.policy(),
+            tickets,
+        },
     });
     let router = http::router_with(
         shared.clone(),

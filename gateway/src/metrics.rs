@@ -83,6 +83,7 @@ pub const OUTCOMES: &[&str] = &[
     "invalid",
     "cancelled",
     "input_required",
+    "not_approved",
     "rate_limited",
     "error",
 ];

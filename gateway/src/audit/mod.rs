@@ -110,7 +110,7 @@ pub struct AuditEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
     /// `execute`: success, failure, error, unknown, unauthorized, invalid,
-    /// rate_limited, cancelled, input_required; `search`: success, invalid, error.
+    /// rate_limited, cancelled, input_required, not_approved; `search`: success, invalid, error.
     pub outcome: String,
     /// The tool's exit code (0 for a cached result); absent when nothing ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,6 +135,11 @@ pub struct AuditEvent {
     /// Why a call was refused (our own text, e.g. the rate-limit refusal).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `execute` of a tool that needs approval: asked, approved, declined, expired,
+    /// mismatch or unsupported (docs/approval.md); `params_hash` is then the hash the
+    /// approval is bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 impl AuditEvent {
@@ -157,6 +162,7 @@ impl AuditEvent {
             query: None,
             min_score: None,
             reason: None,
+            approval: None,
         }
     }
 

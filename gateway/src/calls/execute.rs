@@ -1,6 +1,8 @@
 //! The execute pipeline, top to bottom: look up → authorize → ask for missing params
-//! ([`Ask`]; MCP asks the client, REST never does) → validate → rate limits → assemble
-//! context → run → check the result against the tool's output schema, if it declares one
+//! ([`Ask`]; MCP asks the client, REST never does) → validate → approval, when the tool
+//! or the platform requires it ([`Ask::approve`], [`super::approval`]; before the rate
+//! limits and the result cache, so a cached result never skips it) → rate limits →
+//! assemble context → run → check the result against the tool's output schema, if it declares one
 //! → shape the result (the response size limit) → write back (fn tools) → one audit
 //! event and the call metrics, whatever the outcome.
 //!
@@ -22,6 +24,7 @@ use mcc_catalog::params::ValidationError;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::approval::{ApprovalRequest, Binding, Decision, Refusal, TicketError};
 use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
 use crate::exec::{Call, ExecError, Outcome};
@@ -68,23 +71,21 @@ pub trait Ask: Send + Sync {
         key: &str,
         params: Map<String, Value>,
     ) -> Asked<Self::Pending>;
+
+    /// Has the person approve this call (validated; it needs approval): asks now and
+    /// waits, asks and replies with `Pending` (the client answers in a retry), or reads
+    /// the answer the retry carries ([`ApprovalRequest::settle`]).
+    async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval<Self::Pending>;
 }
 
-/// Never asks: missing params are left to validation, which names them (REST).
-pub struct NeverAsk;
-
-#[async_trait::async_trait]
-impl Ask for NeverAsk {
-    type Pending = std::convert::Infallible;
-
-    async fn missing_params(
-        &self,
-        _tool: &Tool,
-        _key: &str,
-        params: Map<String, Value>,
-    ) -> Asked<Self::Pending> {
-        Asked::Proceed(params)
-    }
+/// What became of an approval a call needed.
+pub enum Approval<P> {
+    Approved,
+    Refused(Refusal),
+    /// The surface answers with this and the client retries with the answer.
+    Pending(P),
+    /// The ticket store failed or refused.
+    Failed(TicketError),
 }
 
 /// How an execute call ended: the step that ended it and what it found.
@@ -96,6 +97,9 @@ pub enum Executed<P> {
     Unauthorized,
     /// The client declined to give missing params.
     Cancelled,
+    /// The call needs approval and did not get it (declined, or refused: the text says
+    /// why).
+    NotApproved(Refusal),
     /// The request was cancelled before the call finished ([`ExecRequest::cancel`]):
     /// whatever ran was killed.
     Aborted,
@@ -155,6 +159,7 @@ impl<P> Executed<P> {
             Executed::Unknown => "unknown",
             Executed::Unauthorized => "unauthorized",
             Executed::Cancelled | Executed::Aborted => "cancelled",
+            Executed::NotApproved(_) => "not_approved",
             Executed::Pending(_) => "input_required",
             Executed::Invalid(_) => "invalid",
             Executed::RateLimited(_) => "rate_limited",
@@ -206,6 +211,7 @@ pub async fn execute<A: Ask>(
         Executed::RateLimited(refused) => event.reason = Some(refused.to_string()),
         Executed::Aborted => event.reason = Some(ABORTED_REASON.into()),
         Executed::BadOutput(mismatch) => event.reason = Some(mismatch.to_string()),
+        Executed::NotApproved(refusal) => event.reason = Some(refusal.message.clone()),
         _ => {}
     }
     event.finish(label, started.elapsed());
@@ -267,6 +273,37 @@ async fn run<A: Ask>(
         Err(e) => return Executed::Invalid(e),
     };
     shared.audit.note_params(event, tool, &params);
+    if mcc_catalog::approval::required(tool, &shared.approvals.policy) {
+        let chosen = crate::audit::chosen_params(tool, &params);
+        let approval = ApprovalRequest {
+            key,
+            binding: Binding {
+                user: call.caller.username().to_string(),
+                key: key.to_string(),
+                arguments: crate::exec::cache::canonical_hash(&chosen),
+                session: request.session.map(str::to_string),
+            },
+            arguments: &chosen,
+            tickets: &shared.approvals.tickets,
+        };
+        event.params_hash = Some(approval.binding.arguments.clone());
+        let (decision, stop) = match ask.approve(&approval).await {
+            Approval::Approved => (Decision::Approved, None),
+            Approval::Refused(refusal) => (refusal.decision, Some(Executed::NotApproved(refusal))),
+            Approval::Pending(p) => (Decision::Asked, Some(Executed::Pending(p))),
+            Approval::Failed(e) => {
+                let failure = SessionFailure {
+                    message: e.to_string(),
+                    caller_error: matches!(e, TicketError::TooMany),
+                };
+                (Decision::Asked, Some(Executed::Session(failure)))
+            }
+        };
+        event.approval = Some(decision.as_str().to_string());
+        if let Some(stop) = stop {
+            return stop;
+        }
+    }
     // Before the result cache: a cached result is a call too.
     if let Err(refused) = shared
         .rate_limits

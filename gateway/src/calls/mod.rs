@@ -3,7 +3,8 @@
 //! renders in its own way:
 //!
 //! - [`execute`]: the execute pipeline (look up → authorize → ask for missing params →
-//!   validate → rate limits → context → run → shape → write back → audit, metrics);
+//!   validate → approval ([`approval`]) → rate limits → context → run → shape → write
+//!   back → audit, metrics);
 //! - [`search`]: ranking for the caller, audited, as a list of hits;
 //! - [`view`]: what the caller may see of the catalog (the tools they may run, who they
 //!   are);
@@ -18,6 +19,7 @@
 //! the client for missing params (MCP only: [`execute::Ask`]). Who the caller is comes
 //! from [`crate::auth`]'s middleware on both.
 
+pub mod approval;
 pub mod execute;
 pub mod search;
 pub mod text;
@@ -50,6 +52,8 @@ pub struct Shared {
     pub rate_limits: crate::ratelimit::RateLimits,
     /// The audit trail of every `search` and `execute`.
     pub audit: crate::audit::Auditor,
+    /// Which calls need approval, and the tickets of asked approvals.
+    pub approvals: approval::Approvals,
 }
 
 /// Who is calling and from which MCP session (legacy MCP clients only; never on REST).

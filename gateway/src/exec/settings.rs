@@ -43,6 +43,69 @@ pub struct ExecutionSettings {
     pub pod: PodRuntimeSettings,
     /// Where command templates render: worker processes held to a memory limit.
     pub render: RenderSettings,
+    /// Which calls need a person's approval before they run, and how long an asked
+    /// approval stays answerable (docs/approval.md).
+    pub approval: ApprovalSettings,
+}
+
+/// `execution.approval`: the platform team's approval requirement (a tool may also ask
+/// for approval itself; none can opt out of this).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalSettings {
+    /// Every tool in any of these groups needs approval.
+    pub groups: Vec<String>,
+    /// Seconds an approval question stays answerable (the 2026-07-28 ticket, the REST
+    /// ticket, the legacy elicitation's wait).
+    pub ttl_seconds: u64,
+}
+
+/// Longest `execution.approval.ttl_seconds`: a day.
+pub const MAX_APPROVAL_TTL_SECS: u64 = 86_400;
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            groups: Vec::new(),
+            ttl_seconds: 300,
+        }
+    }
+}
+
+impl ApprovalSettings {
+    /// The rule's input ([`mcc_catalog::approval::required`]).
+    pub fn policy(&self) -> mcc_catalog::approval::Policy {
+        mcc_catalog::approval::Policy {
+            groups: self.groups.clone(),
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        Duration::from_secs(self.ttl_seconds)
+    }
+
+    fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !(1..=MAX_APPROVAL_TTL_SECS).contains(&self.ttl_seconds) {
+            return Err((
+                "execution.approval.ttl_seconds",
+                format!(
+                    "must be between 1 and {MAX_APPROVAL_TTL_SECS}, got {}",
+                    self.ttl_seconds
+                ),
+            ));
+        }
+        if let Some(bad) = self
+            .groups
+            .iter()
+            .find(|g| g.is_empty() || g.len() > 253 || g.contains(char::is_whitespace))
+        {
+            return Err((
+                "execution.approval.groups",
+                format!("'{bad}' is not a group name"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `execution.pod`: each call of a `runtime: pod` Tool in its own Pod, in the Tool's
@@ -198,6 +261,7 @@ impl Default for ExecutionSettings {
             max_timeout_secs: Some(3600.0),
             pod: PodRuntimeSettings::default(),
             render: RenderSettings::default(),
+            approval: ApprovalSettings::default(),
         }
     }
 }
@@ -263,6 +327,7 @@ impl ExecutionSettings {
             return Err(("execution.executor_socket", e));
         }
         self.render.validate()?;
+        self.approval.validate()?;
         self.pod.validate(source, self.max_timeout_secs)
     }
 }

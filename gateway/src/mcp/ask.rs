@@ -8,6 +8,8 @@
 //! - other clients get no question and the call goes on to the validation error.
 //!
 //! Declined or cancelled → the caller returns `Execution cancelled: …`.
+//!
+//! [`McpAsk`] also asks for approval, after validation ([`super::approval`]).
 
 use std::time::Duration;
 
@@ -35,6 +37,8 @@ pub type Asked = crate::calls::execute::Asked<InputRequiredResult>;
 pub struct McpAsk<'a> {
     pub ctx: &'a RequestContext<RoleServer>,
     pub answers: Option<&'a InputResponses>,
+    /// The `requestState` a 2026-07-28 retry echoes (an approval ticket).
+    pub state: Option<&'a str>,
 }
 
 #[async_trait::async_trait]
@@ -43,6 +47,13 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
 
     async fn missing_params(&self, tool: &Tool, key: &str, params: Map<String, Value>) -> Asked {
         missing_params(tool, key, params, self.ctx, self.answers).await
+    }
+
+    async fn approve(
+        &self,
+        request: &crate::calls::approval::ApprovalRequest<'_>,
+    ) -> crate::calls::execute::Approval<InputRequiredResult> {
+        super::approval::approve(request, self.ctx, self.answers, self.state).await
     }
 }
 

@@ -55,6 +55,7 @@ pub async fn execute(
     args: ExecuteArgs,
     ctx: &RequestContext<RoleServer>,
     answers: Option<&InputResponses>,
+    state: Option<&str>,
     log: &CallLog,
 ) -> CallToolResponse {
     let started = Instant::now();
@@ -82,7 +83,11 @@ pub async fn execute(
         session: args.session.as_deref(),
         cancel: Some(ctx.ct.clone()),
     };
-    let ask = McpAsk { ctx, answers };
+    let ask = McpAsk {
+        ctx,
+        answers,
+        state,
+    };
     let run = pipeline::execute(shared, call, request, &ask);
     let executed = match &progress {
         Some(progress) => progress.scope(run).await,
@@ -117,6 +122,7 @@ fn render(
         Executed::Unknown => notice(text::unknown_tool(key)),
         Executed::Unauthorized => notice(text::UNAUTHORIZED),
         Executed::Cancelled => notice(text::CANCELLED),
+        Executed::NotApproved(refusal) => failure(refusal.message),
         // rmcp drops the response of a cancelled request: this is for the record only.
         Executed::Aborted => failure(text::ABORTED),
         Executed::Pending(r) => r.into(),

@@ -15,6 +15,7 @@
 //! The caller comes from the request extensions (put there by [`crate::auth`]'s
 //! middleware); this module never looks at credentials.
 
+pub mod approval;
 pub mod ask;
 pub mod completion;
 pub mod events;
@@ -218,8 +219,9 @@ impl McpServer {
             "execute" => match parse::<execute::ExecuteArgs>(name, &args) {
                 Ok(a) => {
                     let answers = request.input_responses.as_ref();
+                    let state = request.request_state.as_deref();
                     let log = self.log.for_call(ctx, call.mcp_session.is_some());
-                    Ok(execute::execute(&self.shared, &call, a, ctx, answers, &log).await)
+                    Ok(execute::execute(&self.shared, &call, a, ctx, answers, state, &log).await)
                 }
                 Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },

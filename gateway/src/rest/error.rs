@@ -9,6 +9,7 @@ use mcc_catalog::params::ValidationError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::calls::approval::Decision;
 use crate::calls::execute::SessionFailure;
 use crate::ratelimit::RateLimited;
 
@@ -17,7 +18,8 @@ use crate::ratelimit::RateLimited;
 pub struct ErrorBody {
     /// `not_found`, `invalid_params`, `invalid_body`, `invalid_query`, `not_acceptable`,
     /// `unsupported_media_type`, `forbidden`, `rate_limited`, `unavailable`, `busy`,
-    /// `session`, `not_authenticated`, `bad_output`, `not_configured` or `error`.
+    /// `session`, `not_authenticated`, `bad_output`, `not_configured`,
+    /// `approval_required`, `approval_declined`, `approval_refused` or `error`.
     pub error: String,
     /// What is wrong, in words.
     pub message: String,
@@ -27,6 +29,9 @@ pub struct ErrorBody {
     /// `rate_limited`, `unavailable`, `busy`: seconds to wait (also in `Retry-After`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// `approval_required`: the ticket and the question (docs/approval.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<super::approval::ApprovalTicket>,
 }
 
 /// One invalid param.
@@ -84,6 +89,12 @@ pub enum ApiError {
     /// A store the route reads (Redis) did not answer.
     #[error("{0}")]
     StoreUnavailable(String),
+    /// The call needs approval: 428 with a ticket to answer with.
+    #[error("{}", .0.question)]
+    ApprovalRequired(super::approval::ApprovalTicket),
+    /// The call needs approval and did not get it (the text says why).
+    #[error("{}", .0.message)]
+    NotApproved(crate::calls::approval::Refusal),
 }
 
 impl ApiError {
@@ -107,6 +118,9 @@ impl ApiError {
             ApiError::BadOutput(_) => StatusCode::BAD_GATEWAY,
             ApiError::NotConfigured(_) => StatusCode::NOT_FOUND,
             ApiError::StoreUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ApprovalRequired(_) => StatusCode::PRECONDITION_REQUIRED,
+            ApiError::NotApproved(r) if r.decision == Decision::Declined => StatusCode::FORBIDDEN,
+            ApiError::NotApproved(_) => StatusCode::CONFLICT,
         }
     }
 
@@ -128,6 +142,9 @@ impl ApiError {
             ApiError::BadOutput(_) => "bad_output",
             ApiError::NotConfigured(_) => "not_configured",
             ApiError::StoreUnavailable(_) => "unavailable",
+            ApiError::ApprovalRequired(_) => "approval_required",
+            ApiError::NotApproved(r) if r.decision == Decision::Declined => "approval_declined",
+            ApiError::NotApproved(_) => "approval_refused",
         }
     }
 
@@ -157,6 +174,10 @@ impl ApiError {
             message: self.to_string(),
             params,
             retry_after: self.retry_after(),
+            approval: match self {
+                ApiError::ApprovalRequired(ticket) => Some(ticket.clone()),
+                _ => None,
+            },
         }
     }
 }

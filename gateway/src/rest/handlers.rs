@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 
+use super::approval::RestAsk;
 use super::error::{ApiError, ErrorBody};
 use super::format::{self, Format};
 use super::types::{
@@ -21,7 +22,7 @@ use super::types::{
     ToolList, WhoAmIBody,
 };
 use crate::auth::Identity;
-use crate::calls::execute::{self as pipeline, ExecRequest, Executed, NeverAsk};
+use crate::calls::execute::{self as pipeline, ExecRequest, Executed};
 use crate::calls::search::{self, Searched};
 use crate::calls::view;
 use crate::calls::{CallCtx, Shared};
@@ -133,10 +134,12 @@ pub async fn get_tool(
         (status = 200, description = "The tool ran (`outcome` says whether it succeeded)", body = ExecuteResult),
         (status = 400, description = "Bad params (each named; missing required ones included), a body that is not a JSON object, or a bad session handle", body = ErrorBody),
         (status = 401, description = "No or a bad credential", body = ErrorBody),
-        (status = 403, description = "The Host or the browser's Origin is not allowed (every route)", body = ErrorBody),
+        (status = 403, description = "The Host or the browser's Origin is not allowed (every route); or `approval_declined`: the call needs approval and the person declined it", body = ErrorBody),
         (status = 404, description = "No such tool for this caller (unknown, or not theirs to run: the same answer)", body = ErrorBody),
+        (status = 409, description = "`approval_refused`: the approval ticket is unknown, expired, already used, or was issued for another call (arguments, key, user or session)", body = ErrorBody),
         (status = 413, description = "The body is over server.max_request_body"),
         (status = 415, description = "Not `Content-Type: application/json`", body = ErrorBody),
+        (status = 428, description = "`approval_required`: the call needs a person's approval; `approval` holds the ticket and the question (docs/approval.md)", body = ErrorBody),
         (status = 429, description = "Over a rate limit", body = ErrorBody,
          headers(("Retry-After" = u64, description = "Seconds until the window ends"))),
         (status = 500, description = "The tool could not be run", body = ErrorBody),
@@ -167,7 +170,17 @@ pub async fn execute_tool(
         // A client that hangs up drops this handler, and the run with it.
         cancel: None,
     };
-    match pipeline::execute(&shared, &call, request, &NeverAsk).await {
+    if q.approval_ticket.is_some() && q.approval.is_none() {
+        pipeline::record_unparsed(&shared, &call, "execute", Some(&key));
+        return Err(ApiError::InvalidQuery(
+            "approval_ticket needs approval=approve or approval=decline".into(),
+        ));
+    }
+    let ask = RestAsk {
+        ticket: q.approval_ticket.clone(),
+        decision: q.approval,
+    };
+    match pipeline::execute(&shared, &call, request, &ask).await {
         Executed::Ran(ran) => Ok(Json(ExecuteResult::from(ran))),
         Executed::Unknown | Executed::Unauthorized => Err(ApiError::NotFound(key)),
         Executed::Invalid(error) => Err(ApiError::InvalidParams { key, error }),
@@ -178,8 +191,8 @@ pub async fn execute_tool(
         Executed::NotRun(e) => Err(ApiError::Internal(format!(
             "the tool could not be run: {e}"
         ))),
-        // NeverAsk neither waits nor is declined.
-        Executed::Pending(never) => match never {},
+        Executed::Pending(ticket) => Err(ApiError::ApprovalRequired(ticket)),
+        Executed::NotApproved(refusal) => Err(ApiError::NotApproved(refusal)),
         Executed::Cancelled | Executed::Aborted => {
             Err(ApiError::Internal("the call was cancelled".into()))
         }

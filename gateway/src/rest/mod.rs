@@ -11,9 +11,11 @@
 //! middleware, so `Authorization: Bearer` and `X-API-Key`), RBAC, validation, rate
 //! limits, session context, the concurrency limiter, the response size limit, metrics
 //! and the audit trail. What REST does differently: a key the caller may not run is a
-//! 404 exactly like an unknown key, and missing params are a 400 (no questions). What
+//! 404 exactly like an unknown key, missing params are a 400 (no questions), and a call that
+//! needs approval is a 428 with a ticket to answer with ([`approval`]). What
 //! keeps browsers out is [`guard`] (rmcp's Host/Origin rules for `/mcp`, JSON POSTs).
 
+pub mod approval;
 pub mod audit;
 pub mod error;
 pub mod format;

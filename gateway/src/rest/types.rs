@@ -256,6 +256,12 @@ pub struct ExecuteQuery {
     /// A session handle from MCP's `new_session`: the tool gets that session's
     /// variables. Without it: the caller's default session.
     pub session: Option<String>,
+    /// The ticket of a `428 approval_required` answer, sent back with the same key,
+    /// params and session (docs/approval.md).
+    pub approval_ticket: Option<String>,
+    /// With `approval_ticket`: the person's decision, `approve` or `decline`.
+    #[param(value_type = Option<String>)]
+    pub approval: Option<super::approval::RestDecision>,
 }
 
 /// The query of `GET /v1/search`.
