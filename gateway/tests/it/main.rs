@@ -33,6 +33,7 @@ mod rest_support;
 mod upstream_support;
 
 mod abuse_concurrency;
+mod approval;
 mod abuse_connections;
 mod abuse_identity;
 mod abuse_injection;
