@@ -11,6 +11,7 @@
 //! - [`controller`]: the reconcilers of the three kinds and their shared
 //!   [`controller::Context`];
 //! - [`upstream`]: discovery of `MCPServer` upstreams (their tools join the catalog);
+//!   [`listen`]: their standing streams (`notifications/tools/list_changed`);
 //! - [`status`], [`apikey`], [`publish`], [`leader`], [`metrics`]: status writes, API-key
 //!   Secrets, the catalog ConfigMap, the leader Lease, Prometheus metrics;
 //! - [`runner`]: the controllers and the publisher wired together.
@@ -21,6 +22,7 @@ pub mod controller;
 pub mod convert;
 pub mod crdgen;
 pub mod leader;
+pub mod listen;
 pub mod manifests;
 pub mod metrics;
 pub mod policy;

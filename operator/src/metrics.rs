@@ -1,5 +1,5 @@
 //! Prometheus metrics of the operator (reconciles, errors, durations, catalog publishes,
-//! objects not Ready by reason) and the small HTTP server that exposes them on `/metrics` (plus `/healthz`).
+//! objects not Ready by reason, MCPServer upstreams: states, tools, refreshes) and the small HTTP server that exposes them on `/metrics` (plus `/healthz`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,7 +37,32 @@ pub struct ExcludedLabel {
     pub reason: String,
 }
 
+/// An MCPServer's state: `Published`, `Unreachable` or why it is not served.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    pub state: String,
+}
+
+/// One MCPServer (`namespace/name`; bounded by the MCPServers that exist).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ServerLabel {
+    pub mcpserver: String,
+}
+
+/// Why a discovery ran (`Schedule`, `ListChanged`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CauseLabel {
+    pub cause: String,
+}
+
+/// The kind of a failed discovery (`connect`, `timeout`, `too_many_tools`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    pub error: String,
+}
+
 type HistogramFamily = Family<ControllerLabel, Histogram, fn() -> Histogram>;
+type CauseHistogramFamily = Family<CauseLabel, Histogram, fn() -> Histogram>;
 
 /// The operator's metrics, registered in their own registry.
 pub struct Metrics {
@@ -59,6 +84,16 @@ pub struct Metrics {
     /// Objects not Ready in the last assembly, by kind and reason (counts only: names
     /// are on the objects' statuses).
     excluded: Family<ExcludedLabel, Gauge>,
+    /// MCPServers by state, in the last assembly.
+    mcpservers: Family<StateLabel, Gauge>,
+    /// Tools published per MCPServer, in the last assembly.
+    mcpserver_tools: Family<ServerLabel, Gauge>,
+    /// Failed discoveries, by kind.
+    refresh_errors: Family<KindLabel, Counter>,
+    /// Time of one discovery (connect and every page), by cause.
+    refresh_durations: CauseHistogramFamily,
+    /// `notifications/tools/list_changed` received on standing streams.
+    list_changed: Counter,
 }
 
 fn duration_histogram() -> Histogram {
@@ -77,6 +112,12 @@ impl Default for Metrics {
         let catalog_shards = Gauge::default();
         let catalog_tools_held = Gauge::default();
         let excluded = Family::<ExcludedLabel, Gauge>::default();
+        let mcpservers = Family::<StateLabel, Gauge>::default();
+        let mcpserver_tools = Family::<ServerLabel, Gauge>::default();
+        let refresh_errors = Family::<KindLabel, Counter>::default();
+        let refresh_durations: CauseHistogramFamily =
+            Family::new_with_constructor(duration_histogram);
+        let list_changed = Counter::default();
         registry.register("reconciliations", "Reconciles run", reconciles.clone());
         registry.register("reconcile_errors", "Reconciles that failed", errors.clone());
         registry.register(
@@ -114,6 +155,31 @@ impl Default for Metrics {
             "Tools and UserGrants not Ready in the last assembly, by reason",
             excluded.clone(),
         );
+        registry.register(
+            "mcpservers",
+            "MCPServers by state in the last assembly (Published, Unreachable, or why not served)",
+            mcpservers.clone(),
+        );
+        registry.register(
+            "mcpserver_tools",
+            "Tools published from each MCPServer in the last assembly",
+            mcpserver_tools.clone(),
+        );
+        registry.register(
+            "mcpserver_refresh_errors",
+            "MCPServer discoveries that failed, by kind",
+            refresh_errors.clone(),
+        );
+        registry.register(
+            "mcpserver_refresh_duration_seconds",
+            "Time of one MCPServer discovery (connect and every tools/list page), by cause",
+            refresh_durations.clone(),
+        );
+        registry.register(
+            "mcpserver_list_changed_notifications",
+            "notifications/tools/list_changed received on MCPServers' standing streams",
+            list_changed.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -125,6 +191,11 @@ impl Default for Metrics {
             catalog_shards,
             catalog_tools_held,
             excluded,
+            mcpservers,
+            mcpserver_tools,
+            refresh_errors,
+            refresh_durations,
+            list_changed,
         }
     }
 }
@@ -183,6 +254,51 @@ impl Metrics {
                 })
                 .set(*n);
         }
+    }
+
+    /// Replaces the MCPServer gauges: `state → count` and `namespace/name → tools`.
+    pub fn set_mcpservers(
+        &self,
+        states: &std::collections::BTreeMap<&str, i64>,
+        tools: &std::collections::BTreeMap<String, i64>,
+    ) {
+        self.mcpservers.clear();
+        for (state, n) in states {
+            self.mcpservers
+                .get_or_create(&StateLabel {
+                    state: state.to_string(),
+                })
+                .set(*n);
+        }
+        self.mcpserver_tools.clear();
+        for (server, n) in tools {
+            self.mcpserver_tools
+                .get_or_create(&ServerLabel {
+                    mcpserver: server.clone(),
+                })
+                .set(*n);
+        }
+    }
+
+    /// Records one discovery: its time by cause, and its failure's kind.
+    pub fn refreshed(&self, cause: &str, seconds: f64, error: Option<&str>) {
+        self.refresh_durations
+            .get_or_create(&CauseLabel {
+                cause: cause.to_string(),
+            })
+            .observe(seconds);
+        if let Some(kind) = error {
+            self.refresh_errors
+                .get_or_create(&KindLabel {
+                    error: kind.to_string(),
+                })
+                .inc();
+        }
+    }
+
+    /// Counts a `notifications/tools/list_changed`.
+    pub fn list_changed(&self) {
+        self.list_changed.inc();
     }
 
     /// The metrics in Prometheus text format.

@@ -56,10 +56,14 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
             watcher::Config::default().labels(&managed),
         );
     }
+    // An upstream's `notifications/tools/list_changed` asks for a reconcile of its
+    // MCPServer (crate::listen).
+    let (listeners, list_changed) = crate::listen::Listeners::new();
     let servers = Controller::new(
         Api::<MCPServer>::all(client.clone()),
         watcher::Config::default(),
-    );
+    )
+    .reconcile_on(list_changed);
     let (namespaces, namespace_loop) = match &settings.watch_selector {
         Some(selector) => {
             let (store, watch) = watch_namespaces(&client, selector, reconcile_all.clone());
@@ -76,7 +80,8 @@ pub async fn run(client: Client, metrics: Arc<Metrics>, settings: RunSettings) -
             settings.policy,
             namespaces,
         )
-        .with_servers(servers.store()),
+        .with_servers(servers.store())
+        .with_listeners(listeners),
     );
     let publisher =
         CatalogPublisher::new(client, &settings.publish.namespace, &settings.publish.name);

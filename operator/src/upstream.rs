@@ -23,6 +23,48 @@ use mcc_catalog::upstream::{self, Discovered, UpstreamSpec};
 
 use crate::convert::Invalid;
 
+/// Why a discovery ran: shown on the status (`lastRefreshReason`) and as a metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefreshCause {
+    /// The first discovery of this MCPServer (or since the operator started).
+    Initial,
+    /// Its URL or spec changed.
+    SpecChanged,
+    /// `refreshSeconds` passed.
+    Schedule,
+    /// The previous discovery failed (retried with backoff).
+    Retry,
+    /// The upstream sent `notifications/tools/list_changed` on its standing stream.
+    ListChanged,
+    /// The standing stream was opened again after it was lost.
+    StreamReopened,
+}
+
+impl RefreshCause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefreshCause::Initial => "Initial",
+            RefreshCause::SpecChanged => "SpecChanged",
+            RefreshCause::Schedule => "Schedule",
+            RefreshCause::Retry => "Retry",
+            RefreshCause::ListChanged => "ListChanged",
+            RefreshCause::StreamReopened => "StreamReopened",
+        }
+    }
+
+    /// Why a discovery that is due (not asked for by the stream) runs now.
+    pub fn of_due(server: &MCPServer, previous: Option<&Discovery>) -> Self {
+        match previous {
+            None => RefreshCause::Initial,
+            Some(p) if p.url != server.spec.url || p.generation != server.metadata.generation => {
+                RefreshCause::SpecChanged
+            }
+            Some(p) if !p.available => RefreshCause::Retry,
+            Some(_) => RefreshCause::Schedule,
+        }
+    }
+}
+
 /// What the operator last saw of one upstream.
 #[derive(Debug, Clone)]
 pub struct Discovery {
@@ -39,6 +81,8 @@ pub struct Discovery {
     pub last_error: Option<String>,
     /// When the last discovery succeeded (RFC 3339).
     pub last_refresh: Option<String>,
+    /// Why the last successful discovery ran.
+    pub refreshed_by: Option<RefreshCause>,
     /// Whether a discovery ever succeeded for `url`.
     pub listed_ok: bool,
     /// When the last attempt ended.
@@ -86,6 +130,7 @@ pub fn spec_of(
     Ok(UpstreamSpec {
         name: format!("{ns}/{name}"),
         url: spec.url.clone(),
+        command: None,
         groups: mcc_catalog::key::union_groups(&[], &spec.groups),
         prefix: spec.prefix.clone(),
         include: spec.include.clone(),
@@ -114,6 +159,28 @@ pub enum DiscoveryError {
     Kube(#[source] kube::Error),
     #[error(transparent)]
     Upstream(#[from] upstream::client::ConnectError),
+}
+
+impl DiscoveryError {
+    /// The failure's kind, as a metric label (a fixed set).
+    pub fn kind(&self) -> &'static str {
+        use upstream::client::ConnectError as C;
+        match self {
+            DiscoveryError::Invalid(_) => "invalid",
+            DiscoveryError::Header { .. } => "header_secret",
+            DiscoveryError::Kube(_) => "kube",
+            DiscoveryError::Upstream(e) => match e {
+                C::Ca { .. } => "ca",
+                C::Client(_) => "client",
+                C::Connect(_) => "connect",
+                C::Timeout(_) => "timeout",
+                C::List(_) => "list",
+                C::TooManyTools { .. } => "too_many_tools",
+                C::TooManyPages { .. } => "too_many_pages",
+                C::Headers(_) => "header_secret",
+            },
+        }
+    }
 }
 
 impl DiscoveryError {
@@ -171,22 +238,31 @@ async fn header_values(
     Ok(out)
 }
 
+/// The spec to connect to `server` with: its header values read from their Secrets now.
+pub async fn spec_with_headers(
+    client: &Client,
+    server: &MCPServer,
+) -> Result<UpstreamSpec, DiscoveryError> {
+    let headers = header_values(client, server).await?;
+    spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))
+}
+
 /// One discovery of `server`: its header values, then connect and list (bounded by the
 /// client: [`upstream::client::DISCOVERY_TIMEOUT`], pages, tools, response size).
 pub async fn discover(
     client: &Client,
     server: &MCPServer,
 ) -> Result<Vec<Discovered>, DiscoveryError> {
-    let headers = header_values(client, server).await?;
-    let spec = spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))?;
+    let spec = spec_with_headers(client, server).await?;
     Ok(upstream::client::discover_once(&spec).await?)
 }
 
-/// `previous` updated with one attempt's `result` for `server`.
+/// `previous` updated with one attempt's `result` for `server`, run for `cause`.
 pub fn record(
     previous: Option<&Discovery>,
     server: &MCPServer,
     result: Result<Vec<Discovered>, DiscoveryError>,
+    cause: RefreshCause,
 ) -> Discovery {
     let url = server.spec.url.clone();
     // A listing of another URL is dropped: its tools came from elsewhere.
@@ -200,6 +276,7 @@ pub fn record(
             available: true,
             last_error: None,
             last_refresh: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+            refreshed_by: Some(cause),
             listed_ok: true,
             attempted: Instant::now(),
             failures: 0,
@@ -211,6 +288,7 @@ pub fn record(
             available: false,
             last_error: Some(e.public()),
             last_refresh: kept.and_then(|p| p.last_refresh.clone()),
+            refreshed_by: kept.and_then(|p| p.refreshed_by),
             listed_ok: kept.is_some_and(|p| p.listed_ok),
             attempted: Instant::now(),
             failures: previous.map_or(0, |p| p.failures) + 1,

@@ -158,6 +158,18 @@ pub struct MCPServerStatus {
     /// When the last discovery succeeded (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_refresh: Option<String>,
+    /// Why that discovery ran: `Initial`, `SpecChanged`, `Schedule` (`refreshSeconds`),
+    /// `Retry` (after a failure), `ListChanged` (the upstream's
+    /// `notifications/tools/list_changed`) or `StreamReopened` (its standing stream was
+    /// lost and opened again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_refresh_reason: Option<String>,
+    /// The standing stream that carries `notifications/tools/list_changed`: `Listening`
+    /// (legacy-generation upstream, refreshed on notification and on schedule),
+    /// `ScheduleOnly` (a 2026-07-28 upstream: no standing stream), `Connecting` or
+    /// `Reconnecting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_changed: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 }

@@ -152,6 +152,34 @@ pub async fn connect(
     Ok(session)
 }
 
+/// Whether `session` can carry `notifications/tools/list_changed`: a legacy-generation
+/// session (the `initialize` handshake, before 2026-07-28, which keeps a standing
+/// stream) whose upstream announced `tools.listChanged`. A 2026-07-28 upstream has no
+/// standing stream and is refreshed on a schedule.
+pub fn announces_list_changed(session: &Session) -> bool {
+    session.peer_info().is_some_and(|info| {
+        info.protocol_version.has_initialize()
+            && info
+                .capabilities
+                .tools
+                .as_ref()
+                .and_then(|t| t.list_changed)
+                .unwrap_or(false)
+    })
+}
+
+/// One `ping` on `session` within `timeout`: whether the session still answers (a
+/// legacy session the upstream forgot is re-established by rmcp on the way, with a new
+/// standing stream).
+pub async fn ping(session: &Session, timeout: Duration) -> Result<(), ConnectError> {
+    let request = rmcp::model::ClientRequest::PingRequest(Default::default());
+    match tokio::time::timeout(timeout, session.peer().send_request(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(ConnectError::Connect(e.to_string())),
+        Err(_) => Err(ConnectError::Timeout(timeout)),
+    }
+}
+
 /// Lists every tool of the upstream, page by page, within `MAX_PAGES` pages and
 /// `MAX_TOOLS` tools (more is an error: a partial listing would silently drop tools).
 /// The caller bounds the time.

@@ -36,7 +36,6 @@ fn listed(names: &[&str]) -> Vec<Discovered> {
             description: Some(format!("{n} things")),
             input_schema: json!({"type": "object", "properties": {"x": {"type": "string"}}}),
             output_schema: None,
-            approval_required: false,
             annotations: Annotations::default(),
         })
         .collect()
@@ -50,6 +49,7 @@ fn found(names: &[&str], available: bool) -> Discovery {
         available,
         last_error: (!available).then(|| "the connection failed".into()),
         last_refresh: Some("2026-12-07T00:00:00Z".into()),
+        refreshed_by: None,
         listed_ok: true,
         attempted: Instant::now(),
         failures: u32::from(!available),

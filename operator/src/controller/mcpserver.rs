@@ -19,8 +19,9 @@ use mcc_catalog::upstream::MAX_NAME;
 
 use super::{Context, RETRY};
 use crate::assemble::{ServerVerdict, Servers, Verdict, assemble_all, object_key};
+use crate::listen::StreamState;
 use crate::status::{apply_status, ready_condition, ready_reason, ready_state};
-use crate::upstream::{Discovery, discover, record};
+use crate::upstream::{Discovery, RefreshCause, discover, record};
 use crate::{Error, Result};
 
 /// The first retry after a failed discovery; doubled per failure up to the refresh.
@@ -33,6 +34,7 @@ pub fn desired_status(
     server: &MCPServer,
     verdict: &ServerVerdict,
     discovery: Option<&Discovery>,
+    stream: Option<StreamState>,
 ) -> MCPServerStatus {
     let (ready, reason, message) = match (&verdict.verdict, discovery) {
         (Verdict::Ready { .. }, Some(d)) if !d.available => (
@@ -82,6 +84,10 @@ pub fn desired_status(
         filtered_tools: published.then_some(verdict.filtered as u32),
         last_error: discovery.and_then(|d| d.last_error.clone()),
         last_refresh: discovery.and_then(|d| d.last_refresh.clone()),
+        last_refresh_reason: discovery
+            .and_then(|d| d.refreshed_by)
+            .map(|c| c.as_str().to_string()),
+        list_changed: stream.filter(|_| published).map(|s| s.as_str().to_string()),
         observed_generation: server.metadata.generation,
     }
 }
@@ -168,21 +174,45 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
         .and_then(|d| d.get(&id).cloned());
     let mut next = None;
     if connectable {
-        match due(&server, previous.as_ref()) {
-            Some(left) => next = Some(left),
-            None => {
-                let result = discover(&ctx.client, &server).await;
-                if let Err(e) = &result {
-                    tracing::warn!(mcpserver = %id, error = %e, "upstream discovery failed; keeping its last good tools");
-                }
-                let found = record(previous.as_ref(), &server, result);
-                if let Ok(mut d) = ctx.discoveries.write() {
-                    d.insert(id.clone(), found);
-                }
+        // The standing stream's request first (a notification means the upstream is up
+        // and changed, whatever the schedule or backoff says).
+        let cause = match (
+            ctx.listeners.take_pending(&id),
+            due(&server, previous.as_ref()),
+        ) {
+            (Some(asked), _) => Some(asked),
+            (None, None) => Some(RefreshCause::of_due(&server, previous.as_ref())),
+            (None, Some(left)) => {
+                next = Some(left);
+                None
+            }
+        };
+        if let Some(cause) = cause {
+            let started = std::time::Instant::now();
+            let result = discover(&ctx.client, &server).await;
+            ctx.metrics.refreshed(
+                cause.as_str(),
+                started.elapsed().as_secs_f64(),
+                result.as_ref().err().map(|e| e.kind()),
+            );
+            if let Err(e) = &result {
+                tracing::warn!(mcpserver = %id, error = %e, cause = cause.as_str(), "upstream discovery failed; keeping its last good tools");
+            }
+            let found = record(previous.as_ref(), &server, result, cause);
+            // Listen for list_changed once the upstream answered at least once.
+            if found.available {
+                ctx.listeners
+                    .ensure(&id, &server, &ctx.client, &ctx.metrics);
+            }
+            if let Ok(mut d) = ctx.discoveries.write() {
+                d.insert(id.clone(), found);
             }
         }
-    } else if let Ok(mut d) = ctx.discoveries.write() {
-        d.remove(&id);
+    } else {
+        ctx.listeners.stop(&id);
+        if let Ok(mut d) = ctx.discoveries.write() {
+            d.remove(&id);
+        }
     }
     let verdict = verdict_of(&server, &ctx, &policy).unwrap_or(before);
     let discovery = ctx
@@ -190,7 +220,12 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
         .read()
         .ok()
         .and_then(|d| d.get(&id).cloned());
-    let status = desired_status(&server, &verdict, discovery.as_ref());
+    let status = desired_status(
+        &server,
+        &verdict,
+        discovery.as_ref(),
+        ctx.listeners.state(&id),
+    );
     let old = server.status.clone().unwrap_or_default();
     if status != old {
         let api: Api<MCPServer> = Api::namespaced(ctx.client.clone(), &ns);
@@ -226,6 +261,7 @@ pub fn forget_deleted(ctx: &Context) {
         .iter()
         .map(|s| object_key(s.metadata.namespace.as_deref(), s.metadata.name.as_deref()))
         .collect();
+    ctx.listeners.retain(&live);
     if let Ok(mut d) = ctx.discoveries.write() {
         d.retain(|id, _| live.contains(id));
     }
@@ -262,6 +298,7 @@ mod tests {
             available,
             last_error: (!available).then(|| "the connection failed".into()),
             last_refresh: Some("2026-12-07T01:00:00Z".into()),
+            refreshed_by: Some(RefreshCause::Schedule),
             listed_ok: true,
             attempted: Instant::now(),
             failures,
@@ -286,7 +323,14 @@ mod tests {
     #[test]
     fn status_says_ready_with_counts_or_unreachable_with_the_last_good_tools() {
         let s = server(None);
-        let up = desired_status(&s, &ready(3), Some(&discovery(true, 0)));
+        let up = desired_status(
+            &s,
+            &ready(3),
+            Some(&discovery(true, 0)),
+            Some(StreamState::Listening),
+        );
+        assert_eq!(up.last_refresh_reason.as_deref(), Some("Schedule"));
+        assert_eq!(up.list_changed.as_deref(), Some("Listening"));
         let c = &up.conditions[0];
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),
@@ -304,7 +348,7 @@ mod tests {
         assert_eq!(up.last_refresh.as_deref(), Some("2026-12-07T01:00:00Z"));
         assert_eq!(up.observed_generation, Some(2));
 
-        let down = desired_status(&s, &ready(3), Some(&discovery(false, 1)));
+        let down = desired_status(&s, &ready(3), Some(&discovery(false, 1)), None);
         let c = &down.conditions[0];
         assert_eq!(
             (c.status.as_str(), c.reason.as_str()),

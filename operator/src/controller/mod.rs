@@ -49,6 +49,8 @@ pub struct Context {
     pub servers: Store<MCPServer>,
     /// What was discovered of each MCPServer.
     pub discoveries: crate::upstream::Discoveries,
+    /// The standing streams of legacy-generation MCPServers (`list_changed`).
+    pub listeners: crate::listen::Listeners,
 }
 
 /// How often an unchanged object is looked at again.
@@ -82,7 +84,15 @@ impl Context {
             namespaces,
             servers: kube::runtime::reflector::store().0,
             discoveries: Default::default(),
+            // Without `with_listeners` nobody reads the streams' reconcile requests.
+            listeners: crate::listen::Listeners::new().0,
         }
+    }
+
+    /// The same context with `listeners`, whose requests feed the MCPServer controller.
+    pub fn with_listeners(mut self, listeners: crate::listen::Listeners) -> Self {
+        self.listeners = listeners;
+        self
     }
 
     /// The same context over the MCPServer controller's cache.

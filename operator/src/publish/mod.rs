@@ -121,6 +121,31 @@ pub fn not_ready(assembly: &Assembly) -> BTreeMap<(&'static str, &'static str), 
     counts
 }
 
+/// MCPServers by state (`Published`, `Unreachable`, or why not served) and the tools
+/// each published MCPServer contributes, for the metrics.
+pub fn server_counts(
+    assembly: &Assembly,
+    discoveries: &BTreeMap<String, crate::upstream::Discovery>,
+) -> (BTreeMap<&'static str, i64>, BTreeMap<String, i64>) {
+    let mut states = BTreeMap::new();
+    let mut tools = BTreeMap::new();
+    for (id, v) in &assembly.servers {
+        let state = match &v.verdict {
+            crate::assemble::Verdict::Ready { .. } => {
+                tools.insert(id.clone(), v.tools as i64);
+                if discoveries.get(id).is_some_and(|d| !d.available) {
+                    "Unreachable"
+                } else {
+                    "Published"
+                }
+            }
+            other => ready_reason(other).1,
+        };
+        *states.entry(state).or_insert(0) += 1;
+    }
+    (states, tools)
+}
+
 /// Asks the controllers to reconcile every object of a kind again.
 #[derive(Clone)]
 pub struct ReconcileAll {
@@ -155,6 +180,11 @@ pub async fn cycle(
     reconcile_all: &mut ReconcileAll,
 ) -> Result<bool> {
     let policy = ctx.current_policy().await?;
+    // Deleted MCPServers: their discoveries and standing streams go (once the watch
+    // has listed them, so that nothing is dropped merely because it was not seen yet).
+    if let Some(Ok(())) = futures::FutureExt::now_or_never(ctx.servers.wait_until_ready()) {
+        crate::controller::mcpserver::forget_deleted(ctx);
+    }
     let tools = ctx.tools.state();
     let grants = ctx.grants.state();
     let servers = ctx.servers.state();
@@ -173,6 +203,8 @@ pub async fn cycle(
         &policy,
     );
     ctx.metrics.set_not_ready(&not_ready(&assembly));
+    let (states, server_tools) = server_counts(&assembly, &discoveries);
+    ctx.metrics.set_mcpservers(&states, &server_tools);
     let result = publisher
         .publish_or_hold(&assembly.document, &ctx.metrics)
         .await;
