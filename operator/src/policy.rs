@@ -56,6 +56,9 @@ pub struct Policy {
     /// The egress allow-list of upstream URLs ([`mcc_catalog::upstream::url_allowed`]);
     /// empty: no upstream is allowed.
     pub upstream_urls: Vec<String>,
+    /// Namespaces whose every Tool and upstream tool is published with approval
+    /// required ([`Policy::requires_approval`]).
+    pub approval_namespaces: BTreeSet<String>,
 }
 
 /// Why an `MCPServer` is not discovered at all (the operator never connects to it).
@@ -130,7 +133,15 @@ impl Policy {
             session_all: BTreeSet::new(),
             upstream_namespaces: PodScope::Off,
             upstream_urls: Vec::new(),
+            approval_namespaces: BTreeSet::new(),
         }
+    }
+
+    /// Whether the platform team requires approval of every call of the tools `namespace`
+    /// publishes (stamped as `approval_required`; a Tool cannot opt out). The gateway
+    /// decides each call with [`mcc_catalog::approval::required`].
+    pub fn requires_approval(&self, namespace: &str) -> bool {
+        self.approval_namespaces.contains(namespace)
     }
 
     /// Whether an `MCPServer` of `namespace` with `url` may be connected to: its

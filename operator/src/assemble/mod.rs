@@ -14,6 +14,9 @@
 //! - [`grants`]: a UserGrant counts only in a trusted namespace; an API key whose prefix an
 //!   older grant's key already has is left out.
 //!
+//! Tools (and upstream tools) of the namespaces in [`Policy::approval_namespaces`] are
+//! published with `approval_required` (see `mcc_catalog::approval`).
+//!
 //! Objects outside the watched namespaces get no verdict at all: the operator does not
 //! act on them (another install may).
 
@@ -32,6 +35,8 @@ pub mod upstreams;
 
 pub use upstreams::{ServerVerdict, Servers};
 
+#[cfg(test)]
+mod approval_tests;
 #[cfg(test)]
 mod budget_tests;
 #[cfg(test)]

@@ -118,6 +118,7 @@ fn admit(resource: &Tool, namespace: &str, policy: &Policy) -> Result<CatalogToo
         kind: None,
         verdict: Verdict::Invalid(e),
     })?;
+    tool.tool.approval_required |= policy.requires_approval(namespace);
     let declared = resource.spec.session_keys.as_deref();
     let access = policy.session_access(namespace, declared, &tool.session);
     if let Some(access) = &access {

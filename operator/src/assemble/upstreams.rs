@@ -128,7 +128,8 @@ fn admit(
     let mut refused = converted.refused;
     let resource_name = resource.metadata.name.clone().unwrap_or_default();
     let mut entries = Vec::new();
-    for tool in converted.tools {
+    for mut tool in converted.tools {
+        tool.approval_required |= policy.requires_approval(namespace);
         if let Some(holder) = held.get(&tool.key) {
             refused.push(Refused {
                 name: tool.name.clone(),

@@ -16,6 +16,7 @@
 //! | `--upstream-namespaces` | `MCC_UPSTREAM_NAMESPACES` | `*`, or a comma list: where `MCPServer`s may be declared ([`upstreams`]); unset: nowhere |
 //! | `--upstream-allowed-urls` | `MCC_UPSTREAM_ALLOWED_URLS` | comma list of URL prefixes and hosts (`*.example.com`): the upstreams' egress allow-list; unset: none |
 //! | `--session-all-namespaces` | `MCC_SESSION_ALL_NAMESPACES` | comma list: namespaces outside the trusted ones whose Tools may ask for every session variable (`sessionKeys: ["*"]`); unset: none |
+//! | `--approval-namespaces` | `MCC_APPROVAL_NAMESPACES` | comma list: namespaces whose tools (Tools and MCPServers' tools) all need a person's approval per call; unset: none |
 //!
 //! An empty value counts as unset.
 
@@ -73,6 +74,10 @@ pub struct TenancyArgs {
     /// such Tools get only the variables they list).
     #[arg(long, env = "MCC_SESSION_ALL_NAMESPACES")]
     pub session_all_namespaces: Option<String>,
+    /// Namespaces whose every tool (Tools and MCPServers' tools) needs a person's
+    /// approval before each call, comma-separated (default: none).
+    #[arg(long, env = "MCC_APPROVAL_NAMESPACES")]
+    pub approval_namespaces: Option<String>,
     /// `*`, or namespaces where MCPServers may be declared, comma-separated (unset: none).
     #[arg(long, env = "MCC_UPSTREAM_NAMESPACES")]
     pub upstream_namespaces: Option<String>,
@@ -97,6 +102,7 @@ const SELECTOR: (&str, &str) = ("--watch-namespace-selector", "MCC_WATCH_NAMESPA
 const LOCAL: (&str, &str) = ("--local-runtime-namespaces", "MCC_LOCAL_RUNTIME_NAMESPACES");
 const GROUPS: (&str, &str) = ("--namespace-groups", "MCC_NAMESPACE_GROUPS");
 const SESSION_ALL: (&str, &str) = ("--session-all-namespaces", "MCC_SESSION_ALL_NAMESPACES");
+const APPROVAL: (&str, &str) = ("--approval-namespaces", "MCC_APPROVAL_NAMESPACES");
 
 fn error(setting: (&'static str, &'static str), message: impl Into<String>) -> SettingsError {
     SettingsError {
@@ -129,6 +135,7 @@ pub struct Tenancy {
     pub session_all: BTreeSet<String>,
     pub upstream_namespaces: PodScope,
     pub upstream_urls: Vec<String>,
+    pub approval_namespaces: BTreeSet<String>,
 }
 
 impl TenancyArgs {
@@ -164,6 +171,8 @@ impl TenancyArgs {
                 .unwrap_or_default(),
             upstream_namespaces: upstreams::namespaces(&self.upstream_namespaces)?,
             upstream_urls: upstreams::allowed_urls(&self.upstream_allowed_urls)?,
+            approval_namespaces: namespace_list(&self.approval_namespaces, APPROVAL)?
+                .unwrap_or_default(),
         })
     }
 }
@@ -206,6 +215,7 @@ impl Tenancy {
             session_all: self.session_all.clone(),
             upstream_namespaces: self.upstream_namespaces.clone(),
             upstream_urls: self.upstream_urls.clone(),
+            approval_namespaces: self.approval_namespaces.clone(),
         })
     }
 
