@@ -29,6 +29,7 @@ use crate::tool::{Param, ParamType, Tool, ToolKind};
 #[cfg(feature = "upstream-client")]
 pub mod client;
 mod published;
+pub mod stdio;
 
 pub use published::{HeaderRef, PublishedUpstream, url_allowed, url_host};
 
@@ -52,8 +53,12 @@ pub const MAX_SERVERS: usize = 64;
 pub struct UpstreamSpec {
     /// The upstream's name: unique across the files, a slug (`[a-z0-9-]`).
     pub name: String,
-    /// The streamable HTTP endpoint (`http://` or `https://`).
+    /// The streamable HTTP endpoint (`http://` or `https://`); empty for a stdio
+    /// upstream (`command`).
     pub url: String,
+    /// A stdio upstream: the process to start instead of connecting to `url` (file
+    /// mode only; exactly one of the two).
+    pub command: Option<stdio::StdioCommand>,
     pub groups: Vec<String>,
     /// Prepended to every tool name taken from this upstream (`ev_` + `echo`).
     pub prefix: String,
@@ -83,6 +88,7 @@ impl fmt::Debug for UpstreamSpec {
         f.debug_struct("UpstreamSpec")
             .field("name", &self.name)
             .field("url", &self.url)
+            .field("command", &self.command)
             .field("groups", &self.groups)
             .field("prefix", &self.prefix)
             .field("include", &self.include)
@@ -107,7 +113,16 @@ pub const DEFAULT_REFRESH: u64 = 300;
 #[serde(deny_unknown_fields)]
 struct ServerEntry {
     name: String,
-    url: String,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    command: Option<stdio::CommandField>,
+    #[serde(default)]
+    args: Option<Vec<String>>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    env_passthrough: Option<crate::tool::EnvPassthrough>,
     #[serde(default)]
     groups: Vec<String>,
     #[serde(default)]
@@ -162,23 +177,21 @@ pub fn parse_server(
         .filter(|(k, _)| !k.starts_with("x-"))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let entry: ServerEntry = serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
-        let field = e.path().to_string();
-        let field = if field == "." {
-            "(entry)".into()
-        } else {
-            field
-        };
-        ServerError {
-            field,
-            message: e.into_inner().to_string(),
-        }
-    })?;
+    let mut entry: ServerEntry =
+        serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+            let field = e.path().to_string();
+            let field = if field == "." {
+                "(entry)".into()
+            } else {
+                field
+            };
+            ServerError {
+                field,
+                message: e.into_inner().to_string(),
+            }
+        })?;
     check_slug(&entry.name).map_err(|m| bad("name", m))?;
-    let scheme_ok = entry.url.starts_with("http://") || entry.url.starts_with("https://");
-    if !scheme_ok || entry.url.len() > crate::limits::PATH {
-        return Err(bad("url", "expected an http:// or https:// URL"));
-    }
+    let (url, command) = transport_of(&mut entry)?;
     if !entry.prefix.is_empty() && normalize(&entry.prefix) != entry.prefix {
         return Err(bad(
             "prefix",
@@ -229,7 +242,8 @@ pub fn parse_server(
     Ok(UpstreamSpec {
         groups: union_groups(file_groups, &entry.groups),
         name: entry.name,
-        url: entry.url,
+        url,
+        command,
         prefix: entry.prefix,
         include: entry.include,
         exclude: entry.exclude,
@@ -242,6 +256,54 @@ pub fn parse_server(
         rate_limit: entry.rate_limit,
         source: source.to_string(),
     })
+}
+
+/// Exactly one of `url` (streamable HTTP) and `command` (stdio), each with only its own
+/// fields.
+fn transport_of(
+    entry: &mut ServerEntry,
+) -> Result<(String, Option<stdio::StdioCommand>), ServerError> {
+    let as_error = |(field, message): (String, String)| ServerError { field, message };
+    let Some(url) = entry.url.take() else {
+        if let Some(field) = [
+            ("headers", !entry.headers.is_empty()),
+            ("ca_file", entry.ca_file.is_some()),
+        ]
+        .iter()
+        .find_map(|(f, set)| set.then_some(*f))
+        {
+            return Err(as_error(stdio::misplaced(field, true)));
+        }
+        let fields = stdio::StdioFields {
+            command: entry.command.take(),
+            args: entry.args.take(),
+            env: entry.env.take(),
+            env_passthrough: entry.env_passthrough.take(),
+        };
+        let command = stdio::parse(fields).map_err(as_error)?;
+        return Ok((String::new(), Some(command)));
+    };
+    if entry.command.is_some() {
+        return Err(bad(
+            "command",
+            "give either url (a streamable HTTP endpoint) or command (a stdio server), not both",
+        ));
+    }
+    if let Some(field) = [
+        ("args", entry.args.is_some()),
+        ("env", entry.env.is_some()),
+        ("env_passthrough", entry.env_passthrough.is_some()),
+    ]
+    .iter()
+    .find_map(|(f, set)| set.then_some(*f))
+    {
+        return Err(as_error(stdio::misplaced(field, false)));
+    }
+    let scheme_ok = url.starts_with("http://") || url.starts_with("https://");
+    if !scheme_ok || url.len() > crate::limits::PATH {
+        return Err(bad("url", "expected an http:// or https:// URL"));
+    }
+    Ok((url, None))
 }
 
 fn check_slug(name: &str) -> Result<(), String> {

@@ -275,3 +275,76 @@ fn the_egress_allow_list_matches_hosts_and_prefixes_only() {
         "an empty list allows nothing"
     );
 }
+
+fn stdio(raw: Value) -> Result<UpstreamSpec, ServerError> {
+    parse_server(&raw, &[], "f.yaml: mcp_servers[0] 'time'")
+}
+
+#[test]
+fn a_command_entry_is_a_stdio_upstream() {
+    let s = stdio(json!({"name": "time", "command": ["uvx", "mcp-server-time"], "args": ["--local-timezone", "UTC"], "env": {"TZ": "UTC"}, "env_passthrough": ["AWS_*"]})).unwrap();
+    assert_eq!(s.url, "");
+    let c = s.command.clone().unwrap();
+    assert_eq!(c.program, "uvx");
+    assert_eq!(c.args, ["mcp-server-time", "--local-timezone", "UTC"]);
+    let env = c.env_spec(&["PATH".into()]);
+    assert_eq!(env.floor, ["PATH"]);
+    assert_eq!(env.set.get("TZ").map(String::as_str), Some("UTC"));
+    assert!(env.passthrough.admits("AWS_REGION") && !env.passthrough.admits("HOME"));
+    // A bare string is one program, never split by a shell.
+    let s = stdio(json!({"name": "time", "command": "mcp server"})).unwrap();
+    assert_eq!(s.command.unwrap().program, "mcp server");
+    // Values of env never show.
+    let s = stdio(json!({"name": "time", "command": "x", "env": {"TOKEN": "s3cret"}})).unwrap();
+    assert!(!format!("{s:?}").contains("s3cret"), "{s:?}");
+    // No context variable can be granted (a server serves every caller).
+    let s =
+        stdio(json!({"name": "time", "command": "x", "env": {"MCC_CTX_USER": "alice"}})).unwrap();
+    assert!(s.command.unwrap().env_spec(&[]).set.is_empty());
+}
+
+#[test]
+fn exactly_one_of_url_and_command_each_with_its_own_fields() {
+    let field = |raw: Value| stdio(raw).unwrap_err();
+    let e = field(json!({"name": "time"}));
+    assert_eq!(e.field, "url");
+    assert!(
+        e.message.contains("either url") && e.message.contains("or command"),
+        "{e:?}"
+    );
+    let e = field(json!({"name": "time", "url": "http://h/mcp", "command": "x"}));
+    assert_eq!(e.field, "command");
+    assert!(e.message.contains("not both"), "{e:?}");
+    let e = field(json!({"name": "time", "command": "x", "headers": {"A": "b"}}));
+    assert_eq!(e.field, "headers");
+    assert!(e.message.contains("this one has a command"), "{e:?}");
+    let e = field(json!({"name": "time", "command": "x", "ca_file": "/ca.pem"}));
+    assert_eq!(e.field, "ca_file");
+    for key in ["args", "env", "env_passthrough"] {
+        let mut raw = json!({"name": "time", "url": "http://h/mcp"});
+        raw[key] = match key {
+            "args" => json!(["a"]),
+            "env" => json!({"A": "b"}),
+            _ => json!(true),
+        };
+        let e = field(raw);
+        assert_eq!(e.field, key);
+        assert!(e.message.contains("this one has a url"), "{e:?}");
+    }
+    let e = field(json!({"name": "time", "command": []}));
+    assert_eq!(e.field, "command");
+    let e = field(json!({"name": "time", "command": " "}));
+    assert_eq!(e.field, "command");
+    let e = field(json!({"name": "time", "command": "x", "env": {"A=B": "c"}}));
+    assert_eq!(e.field, "env.A=B");
+    let e = field(json!({"name": "time", "command": "x", "env": {"A": "s3cret\u{0}"}}));
+    assert_eq!(e.field, "env.A");
+    assert!(!e.message.contains("s3cret"), "{e:?}");
+    let e = field(json!({"name": "time", "command": "x", "args": ["a\u{0}b"]}));
+    assert_eq!(e.field, "args");
+    let many: Vec<String> = (0..200).map(|i| i.to_string()).collect();
+    let e = field(json!({"name": "time", "command": "x", "args": many}));
+    assert_eq!(e.field, "args");
+    let e = field(json!({"name": "time", "command": 5}));
+    assert_eq!(e.field, "command");
+}

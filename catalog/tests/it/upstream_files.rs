@@ -89,3 +89,41 @@ fn a_server_name_declared_twice_names_both_places() {
         "{text}"
     );
 }
+
+#[test]
+fn a_stdio_server_takes_command_args_and_granted_env() {
+    let f = parse(
+        "mcp_servers:\n  - name: time\n    command: [uvx, mcp-server-time]\n    args: [--local-timezone, UTC]\n    env: {API_TOKEN: $UP_TOKEN}\n",
+    )
+    .unwrap();
+    let c = f.servers[0].command.as_ref().expect("a stdio server");
+    assert_eq!(
+        (c.program.as_str(), c.args.as_slice()),
+        (
+            "uvx",
+            &[
+                "mcp-server-time".to_string(),
+                "--local-timezone".into(),
+                "UTC".into()
+            ][..]
+        )
+    );
+    assert_eq!(c.env["API_TOKEN"], "tok-123");
+    let e = parse("mcp_servers:\n  - name: time\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers[0] 'time': url: expected either url (a streamable HTTP endpoint) or command (a stdio server)"
+    );
+    let e = parse("mcp_servers:\n  - name: time\n    url: http://h/mcp\n    command: [x]\n")
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers[0] 'time': command: give either url (a streamable HTTP endpoint) or command (a stdio server), not both"
+    );
+    let e =
+        parse("mcp_servers:\n  - name: time\n    command: x\n    headers: {A: b}\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "t.yaml: mcp_servers[0] 'time': headers: only an upstream with a url takes this field (this one has a command)"
+    );
+}
