@@ -119,6 +119,7 @@ async fn build_from_files(
     // starts with their tools unless an upstream is down; see crate::upstream.
     let upstreams =
         crate::upstream::Upstreams::new(shutdown.clone(), settings.execution.default_timeout());
+    upstreams.set_launcher(runtime.clone(), &settings.env_floor);
     catalog.attach_upstreams(upstreams.clone());
     upstreams
         .first_discovery(crate::upstream::DISCOVERY_TIMEOUT)

@@ -5,6 +5,9 @@
 //!
 //! - [`connect`]: one rmcp client session per upstream, the bounded `tools/list` (the
 //!   catalog crate's `upstream::client`, shared with the operator's discovery);
+//! - [`stdio`]: a `command:` upstream's process, started by the tool runtime (the
+//!   executor, or the gateway's own process group in the embedded default), its stdio
+//!   the session's transport;
 //! - [`reply`]: a `tools/call` result, verbatim;
 //! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
 //!
@@ -21,6 +24,7 @@ pub mod merge;
 #[cfg(feature = "kubernetes")]
 pub mod published;
 pub mod reply;
+pub mod stdio;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -95,6 +99,8 @@ struct Inner {
     /// Kubernetes mode: reads published upstreams' header Secrets.
     #[cfg(feature = "kubernetes")]
     header_resolver: std::sync::OnceLock<Arc<dyn crate::exec::environment::EnvResolver>>,
+    /// Starts stdio upstreams (file mode: the tool runtime).
+    launcher: Arc<std::sync::OnceLock<stdio::Launcher>>,
 }
 
 struct Server {
@@ -111,6 +117,9 @@ struct Server {
     /// values read from their Secrets when it connects ([`published`]).
     #[cfg(feature = "kubernetes")]
     published: Option<published::Headers>,
+    /// stdio upstreams: what starts the process, and its restart backoff.
+    launcher: Arc<std::sync::OnceLock<stdio::Launcher>>,
+    restarts: stdio::Restarts,
 }
 
 #[derive(Default)]
@@ -135,8 +144,19 @@ impl Upstreams {
                 default_timeout,
                 #[cfg(feature = "kubernetes")]
                 header_resolver: std::sync::OnceLock::new(),
+                launcher: Arc::default(),
             }),
         }
+    }
+
+    /// Where stdio upstreams (`command:`) run: the gateway's tool runtime and env floor.
+    /// Set once, before the first upstream is installed; without it a stdio upstream is
+    /// unavailable ("no runtime to start it").
+    pub fn set_launcher(&self, runtime: Arc<dyn mcc_executor::Runtime>, env_floor: &[String]) {
+        let _ = self.inner.launcher.set(stdio::Launcher {
+            runtime,
+            env_floor: env_floor.to_vec(),
+        });
     }
 
     /// Installs the declared upstreams: an unchanged declaration keeps its state and
@@ -164,6 +184,8 @@ impl Upstreams {
                         spec,
                         #[cfg(feature = "kubernetes")]
                         published: None,
+                        launcher: self.inner.launcher.clone(),
+                        restarts: stdio::Restarts::default(),
                     });
                     self.inner
                         .handle
@@ -367,7 +389,21 @@ impl Server {
             *slot = Some(session.clone());
             return Ok(session);
         }
-        let session = Arc::new(connect::connect(&self.spec, self.wake.clone()).await?);
+        let session = match &self.spec.command {
+            Some(command) => {
+                // A server process that keeps dying is not started again at once.
+                self.restarts.admit().map_err(|wait| {
+                    ConnectError::Connect(format!(
+                        "the server's process ended; it is started again in {} s at the earliest",
+                        wait.as_secs().max(1)
+                    ))
+                })?;
+                let launcher = self.launcher.get();
+                stdio::connect(&self.spec, command, launcher, self.wake.clone()).await?
+            }
+            None => connect::connect(&self.spec, self.wake.clone()).await?,
+        };
+        let session = Arc::new(session);
         *slot = Some(session.clone());
         Ok(session)
     }

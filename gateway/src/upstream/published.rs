@@ -53,6 +53,7 @@ fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
     UpstreamSpec {
         name: up.server.clone(),
         url: up.url.clone(),
+        command: None,
         groups: Vec::new(),
         prefix: String::new(),
         include: Vec::new(),
@@ -124,6 +125,9 @@ impl Upstreams {
                         resolver: resolver.clone(),
                         refs,
                     }),
+                    // MCPServers are HTTP only: no stdio server is ever started here.
+                    launcher: Arc::default(),
+                    restarts: Default::default(),
                 }),
             };
             let turned = {
