@@ -3,13 +3,18 @@ streamable HTTP, run as a host process like the operator and the gateways). The 
 operator discovers it through the chart's RBAC (its header from a Secret it may `get`
 by name), publishes its tools, and both gateways search and execute them at the URL the
 catalog records; a host off the egress allow-list is refused on status; the upstream
-going away marks its tools unavailable and coming back restores them.
+going away marks its tools unavailable and coming back restores them. Then a small
+legacy-generation upstream on the official Python SDK whose tool list changes
+(changing_upstream.py): the operator's standing stream hears
+`notifications/tools/list_changed` and publishes the new tool long before its schedule.
 
 The chart values (e2e/cluster/values.yaml) allow MCPServers in UPSTREAM_NS, at host
 127.0.0.1 only, with header Secrets named `ev-token`."""
 import json
 import os
 import subprocess
+import sys
+import urllib.request
 
 from harness import http, mcp
 from hostpod import wait_for
@@ -18,6 +23,7 @@ UPSTREAM_NS = "mcc-e2e-upstream"
 EVERYTHING = os.path.expanduser(
     "~/.cache/mcc-upstream/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 TOKEN = "Bearer e2e-upstream-token-not-for-the-catalog"
+CHANGING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "changing_upstream.py")
 
 
 def mcpserver(name, spec):
@@ -68,6 +74,63 @@ def run(c):
         steps(c, everything, port)
     finally:
         everything.stop()
+    list_changed(c, c.args.port_base + 91)
+
+
+def operator_metric(c, name):
+    """The sum of an operator metric over the running operators (only the leader acts)."""
+    total = 0.0
+    for n in (1, 2):
+        _, text = http(f"http://127.0.0.1:{c.args.port_base + 50 + n}/metrics", None)
+        for line in (text or "").splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def list_changed(c, port):
+    log = open(os.path.join(c.args.workdir, "changing-upstream.log"), "ab")
+    proc = subprocess.Popen([sys.executable, CHANGING, str(port)], stdout=log, stderr=log)
+    try:
+        up, _ = wait_for(lambda: http(f"http://127.0.0.1:{port}/mcp")[0] not in (0,), 30, 0.2)
+        c.check("a legacy upstream on the official Python SDK runs (tools change on request)", bool(up))
+        # A schedule of an hour: only list_changed can bring the new tool in time.
+        c.kube.apply([mcpserver("changing", {
+            "url": f"http://127.0.0.1:{port}/mcp", "groups": ["public"], "prefix": "ch_",
+            "refreshSeconds": 3600})])
+        cond = c.wait_ready("mcpservers.mcc.dev", "changing", UPSTREAM_NS, timeout=60)
+        listening, _ = wait_for(lambda: status(c, "changing").get("listChanged") == "Listening", 30, 0.3)
+        st = status(c, "changing")
+        c.check("its MCPServer is Ready with 1 tool and a standing stream (listChanged: Listening)",
+                bool(cond) and bool(listening) and st.get("tools") == 1
+                and st.get("lastRefreshReason") == "Initial", json.dumps(st)[:400])
+        before = operator_metric(c, "mcc_operator_mcpserver_list_changed_notifications_total")
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/change?add=second", method="POST")
+        told = json.loads(urllib.request.urlopen(req, timeout=10).read()).get("told", 0)
+        c.check("the upstream adds a tool and tells its sessions (notifications/tools/list_changed)", told >= 1,
+                f"told {told}")
+        refreshed, took = wait_for(
+            lambda: (lambda s: s.get("tools") == 2 and s.get("lastRefreshReason") == "ListChanged")(
+                status(c, "changing")), 30, 0.3)
+        c.check("the operator refreshes at once on list_changed (lastRefreshReason: ListChanged, 2 tools)",
+                bool(refreshed), f"{took:.1f} s; {json.dumps(status(c, 'changing'))[:300]}")
+        after = operator_metric(c, "mcc_operator_mcpserver_list_changed_notifications_total")
+        c.check("... counted in mcc_operator_mcpserver_list_changed_notifications_total",
+                after >= before + 1, f"{before} -> {after}")
+        took = c.on_every_gateway(
+            lambda b: (lambda r: not r[1] and "second ran" in r[0])(
+                execute(c, b, "public.ch_second", {})), 30)
+        c.check("... and both gateways execute the new tool", took is not None, took)
+        tools = operator_metric(c, 'mcc_operator_mcpserver_tools{mcpserver="%s/changing"}' % UPSTREAM_NS)
+        c.check("mcc_operator_mcpserver_tools shows its 2 tools", tools == 2, tools)
+    finally:
+        c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "changing", "--ignore-not-found")
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def steps(c, everything, port):
