@@ -172,9 +172,14 @@ impl ApprovalRequest<'_> {
         question(self.key, self.arguments, &self.binding.arguments)
     }
 
-    /// A new ticket bound to this call.
-    pub async fn issue(&self) -> Result<Issued, TicketError> {
-        self.tickets.issue(&self.binding).await
+    /// A new ticket bound to this call; `answered`: the missing params the client gave
+    /// in this request (see [`Tickets::answered`]).
+    pub async fn issue(&self, answered: Option<Map<String, Value>>) -> Result<Issued, TicketError> {
+        let stored = Stored {
+            binding: self.binding.clone(),
+            answered,
+        };
+        self.tickets.issue(&stored).await
     }
 
     /// Settles a retry that carries `ticket` and `answer`: the ticket is taken (single
@@ -220,6 +225,17 @@ pub struct Issued {
     pub expires_in: Duration,
 }
 
+/// A ticket as stored: what it approves, and the missing params the client gave in the
+/// round that was asked (a 2026-07-28 retry carries only the latest answers, so the
+/// answer to the approval question would otherwise come without them).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stored {
+    #[serde(flatten)]
+    binding: Binding,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answered: Option<Map<String, Value>>,
+}
+
 /// The ticket store failed (Redis down) or refused (too many open questions).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TicketError {
@@ -257,7 +273,7 @@ pub struct Tickets {
 }
 
 enum Backend {
-    Memory(Mutex<HashMap<String, (Binding, Instant)>>),
+    Memory(Mutex<HashMap<String, (Stored, Instant)>>),
     Redis { conn: Conn, prefix: String },
 }
 
@@ -276,7 +292,8 @@ impl Tickets {
         self.ttl
     }
 
-    async fn issue(&self, binding: &Binding) -> Result<Issued, TicketError> {
+    async fn issue(&self, stored: &Stored) -> Result<Issued, TicketError> {
+        let binding = &stored.binding;
         let id = new_id()?;
         let ttl_secs = self.ttl.as_secs().max(1);
         match &self.backend {
@@ -284,11 +301,14 @@ impl Tickets {
                 let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
                 let now = Instant::now();
                 map.retain(|_, (_, until)| *until > now);
-                let mine = map.values().filter(|(b, _)| b.user == binding.user).count();
+                let mine = map
+                    .values()
+                    .filter(|(s, _)| s.binding.user == binding.user)
+                    .count();
                 if mine >= MAX_TICKETS_PER_USER || map.len() >= MAX_TICKETS_IN_MEMORY {
                     return Err(TicketError::TooMany);
                 }
-                map.insert(id.clone(), (binding.clone(), now + self.ttl));
+                map.insert(id.clone(), (stored.clone(), now + self.ttl));
             }
             Backend::Redis { conn, prefix } => {
                 let counted: i64 = redis::cmd("EVAL")
@@ -303,7 +323,7 @@ impl Tickets {
                 if counted < 0 {
                     return Err(TicketError::TooMany);
                 }
-                let text = serde_json::to_string(binding).unwrap_or_default();
+                let text = serde_json::to_string(stored).unwrap_or_default();
                 let _: () = redis::cmd("SET")
                     .arg(ticket_key(prefix, &id))
                     .arg(text)
@@ -332,7 +352,7 @@ impl Tickets {
                 Ok(map
                     .remove(id)
                     .filter(|(_, until)| *until > Instant::now())
-                    .map(|(b, _)| b))
+                    .map(|(s, _)| s.binding))
             }
             Backend::Redis { conn, prefix } => {
                 let text: Option<String> = redis::cmd("GETDEL")
@@ -341,9 +361,36 @@ impl Tickets {
                     .await
                     .map_err(unavailable)?;
                 // A value we did not write (or cannot read) approves nothing.
-                Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+                Ok(text.and_then(|t| serde_json::from_str::<Stored>(&t).ok().map(|s| s.binding)))
             }
         }
+    }
+
+    /// The missing params a client gave in the request a ticket was issued in, read
+    /// without taking the ticket: its retry repeats only the original arguments. What
+    /// they complete is still checked against the ticket's hash when it is taken.
+    pub async fn answered(&self, id: &str) -> Option<Map<String, Value>> {
+        if !is_ticket_id(id) {
+            return None;
+        }
+        let stored = match &self.backend {
+            Backend::Memory(map) => {
+                let map = map.lock().unwrap_or_else(|e| e.into_inner());
+                map.get(id)
+                    .filter(|(_, until)| *until > Instant::now())
+                    .map(|(s, _)| s.clone())
+            }
+            Backend::Redis { conn, prefix } => {
+                let text: Option<String> = redis::cmd("GET")
+                    .arg(ticket_key(prefix, id))
+                    .query_async(&mut conn.clone())
+                    .await
+                    .ok()
+                    .flatten();
+                text.and_then(|t| serde_json::from_str::<Stored>(&t).ok())
+            }
+        };
+        stored.and_then(|s| s.answered)
     }
 }
 

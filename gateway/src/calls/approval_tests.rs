@@ -35,7 +35,7 @@ async fn a_ticket_approves_its_own_call_once() {
     let tickets = memory(Duration::from_secs(60));
     let args = Map::new();
     let asked = request(&tickets, &args, binding("bob", "h1"));
-    let issued = asked.issue().await.unwrap();
+    let issued = asked.issue(None).await.unwrap();
     assert!(is_ticket_id(&issued.id), "{}", issued.id);
     let settled = asked.settle(Some(&issued.id), Answer::Approve).await;
     assert_eq!(settled, Ok(Ok(())));
@@ -49,7 +49,7 @@ async fn a_ticket_for_other_arguments_or_another_user_approves_nothing() {
     let tickets = memory(Duration::from_secs(60));
     let args = Map::new();
     let issued = request(&tickets, &args, binding("bob", "h1"))
-        .issue()
+        .issue(None)
         .await
         .unwrap();
     let changed = request(&tickets, &args, binding("bob", "h2"));
@@ -65,7 +65,7 @@ async fn a_ticket_for_other_arguments_or_another_user_approves_nothing() {
     let gone = original.settle(Some(&issued.id), Answer::Approve).await;
     assert_eq!(gone.unwrap().unwrap_err().decision, Decision::Expired);
 
-    let issued = original.issue().await.unwrap();
+    let issued = original.issue(None).await.unwrap();
     let mallory = request(&tickets, &args, binding("mallory", "h1"));
     let refused = mallory
         .settle(Some(&issued.id), Answer::Approve)
@@ -80,14 +80,14 @@ async fn declined_expired_and_malformed_tickets_are_refused() {
     let tickets = memory(Duration::from_millis(30));
     let args = Map::new();
     let asked = request(&tickets, &args, binding("bob", "h1"));
-    let issued = asked.issue().await.unwrap();
+    let issued = asked.issue(None).await.unwrap();
     let declined = asked.settle(Some(&issued.id), Answer::Decline).await;
     assert_eq!(
         declined.unwrap().unwrap_err(),
         Refusal::declined("ops.restart")
     );
 
-    let issued = asked.issue().await.unwrap();
+    let issued = asked.issue(None).await.unwrap();
     tokio::time::sleep(Duration::from_millis(60)).await;
     let late = asked.settle(Some(&issued.id), Answer::Approve).await;
     assert_eq!(late.unwrap().unwrap_err().decision, Decision::Expired);
@@ -108,12 +108,12 @@ async fn open_tickets_per_user_are_bounded() {
     let args = Map::new();
     let asked = request(&tickets, &args, binding("bob", "h1"));
     for _ in 0..MAX_TICKETS_PER_USER {
-        asked.issue().await.unwrap();
+        asked.issue(None).await.unwrap();
     }
-    assert_eq!(asked.issue().await, Err(TicketError::TooMany));
+    assert_eq!(asked.issue(None).await, Err(TicketError::TooMany));
     // Another user is not held up by bob.
     let alice = request(&tickets, &args, binding("alice", "h1"));
-    assert!(alice.issue().await.is_ok());
+    assert!(alice.issue(None).await.is_ok());
 }
 
 #[test]

@@ -72,7 +72,17 @@ pub async fn approve(
         if !declared {
             return Approval::Refused(Refusal::unsupported(key));
         }
-        return match request.issue().await {
+        // The missing params answered in this request, for the retry (see
+        // `Tickets::answered`).
+        let answered = answers
+            .and_then(|a| a.get(super::ask::INPUT_KEY))
+            .and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok())
+            .filter(|r| r.action == ElicitationAction::Accept)
+            .and_then(|r| match r.content {
+                Some(serde_json::Value::Object(content)) => Some(content),
+                _ => None,
+            });
+        return match request.issue(answered).await {
             Ok(ticket) => {
                 let mut requests = InputRequests::new();
                 requests.insert(

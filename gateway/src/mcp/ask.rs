@@ -39,6 +39,7 @@ pub struct McpAsk<'a> {
     pub answers: Option<&'a InputResponses>,
     /// The `requestState` a 2026-07-28 retry echoes (an approval ticket).
     pub state: Option<&'a str>,
+    pub tickets: &'a crate::calls::approval::Tickets,
 }
 
 #[async_trait::async_trait]
@@ -46,6 +47,17 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
     type Pending = InputRequiredResult;
 
     async fn missing_params(&self, tool: &Tool, key: &str, params: Map<String, Value>) -> Asked {
+        // A 2026-07-28 answer to the approval question repeats the original arguments
+        // only: the params answered in the round that asked come from its ticket.
+        if let (Some(ticket), Some(answers)) = (self.state, self.answers)
+            && answers.contains_key(super::approval::INPUT_KEY)
+            && !answers.contains_key(INPUT_KEY)
+            && let Some(answered) = self.tickets.answered(ticket).await
+        {
+            let mut params = params;
+            params.extend(answered);
+            return missing_params(tool, key, params, self.ctx, None).await;
+        }
         missing_params(tool, key, params, self.ctx, self.answers).await
     }
 

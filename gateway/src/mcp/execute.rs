@@ -87,6 +87,7 @@ pub async fn execute(
         ctx,
         answers,
         state,
+        tickets: &shared.approvals.tickets,
     };
     let run = pipeline::execute(shared, call, request, &ask);
     let executed = match &progress {

@@ -64,7 +64,7 @@ impl Ask for RestAsk {
                 Err(e) => Approval::Failed(e),
             };
         }
-        match request.issue().await {
+        match request.issue(None).await {
             Ok(issued) => Approval::Pending(ApprovalTicket {
                 ticket: issued.id,
                 expires_in: issued.expires_in.as_secs(),

@@ -141,6 +141,22 @@ async fn missing_params_are_asked_first_then_approval() {
     assert!(asked[1].contains("\"service\": \"api\""), "{asked:?}");
     client.cancel().await.unwrap();
 
+    // 2026-07-28: two rounds of input_required; the approval's retry repeats only the
+    // original arguments, and the params answered before come from its ticket.
+    let handler = TestClient::answering(Answer::Accept(json!({"service": "api"})));
+    let asked = handler.asked.clone();
+    let client = stateless(&server.url, handler).await;
+    let r = call_text(&client, "execute", json!({"key": "ops.deploy"})).await;
+    assert_eq!(r, "deployed api x1");
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(asked[0], "Tool 'ops.deploy' requires: service (str)");
+    assert!(
+        asked[1].starts_with("Approve running tool 'ops.deploy'"),
+        "{asked:?}"
+    );
+    client.cancel().await.unwrap();
+
     // Declining the missing params keeps MCC's own text.
     let client = legacy(&server.url, TestClient::answering(Answer::Decline)).await;
     let r = call_text(&client, "execute", json!({"key": "ops.deploy"})).await;
