@@ -345,6 +345,16 @@ const ENV_OVERRIDES: &[(&str, &[&str], EnvKind)] = &[
         EnvKind::Scalar,
     ),
     (
+        "MCC_EXECUTION__APPROVAL__GROUPS",
+        &["execution", "approval", "groups"],
+        EnvKind::List,
+    ),
+    (
+        "MCC_EXECUTION__APPROVAL__TTL_SECONDS",
+        &["execution", "approval", "ttl_seconds"],
+        EnvKind::Scalar,
+    ),
+    (
         "MCC_CONCURRENCY__MAX_EXECUTIONS",
         &["concurrency", "max_executions"],
         EnvKind::Scalar,
