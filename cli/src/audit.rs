@@ -41,7 +41,7 @@ pub struct AuditArgs {
     #[arg(long, visible_alias = "tool-key")]
     pub tool: Option<String>,
     /// Only events with this outcome (success, failure, error, unknown, unauthorized,
-    /// invalid, rate_limited, cancelled, input_required).
+    /// invalid, rate_limited, cancelled, input_required, not_approved).
     #[arg(long)]
     pub outcome: Option<String>,
     /// Only searches whose query contains this text (case-insensitive).
