@@ -8,6 +8,12 @@ Needs `pip install "mcp>=2.3"` and a gateway serving the example tools in dev-ad
     python3 e2e/mcp_python_sdk.py                # default URL http://127.0.0.1:8000/mcp
     python3 e2e/mcp_python_sdk.py --url http://host:port/mcp --skip-execute
 
+With --approval-key KEY (a tool that needs approval, e.g. a gateway started with
+MCC_EXECUTION__APPROVAL__GROUPS=ops, or a tool file with `approval: required`;
+--approval-params its params as JSON), it also checks approval in both generations:
+the question shows the key, an accepted call runs, a declined one is refused with
+its own text.
+
 Exits 0 when every check passes, 1 (after listing the failures) otherwise. `execute` needs
 the execution engine; --skip-execute leaves those checks out.
 """
@@ -101,13 +107,37 @@ async def walkthrough(url, mode, run_execute):
             check(f"{tag} execute with session", "budget: 1000" in report, report)
 
 
+async def approval(url, mode, key, params):
+    """One accepted and one declined call of `key`, which needs approval."""
+    for action in ("accept", "decline"):
+        asked = []
+
+        async def answer(context, request):
+            asked.append(request.message)
+            return types.ElicitResult(action=action, content={} if action == "accept" else None)
+
+        tag = f"[{mode}] approval {action}"
+        async with Client(url, mode=mode, elicitation_callback=answer) as client:
+            result = await client.call_tool("execute", {"key": key, "params": params})
+        out = text(result)
+        check(f"{tag}: asked", len(asked) == 1 and asked[0].startswith(f"Approve running tool '{key}'"), asked)
+        if action == "accept":
+            check(f"{tag}: ran", not result.is_error and not out.startswith("Execution "), out)
+        else:
+            check(f"{tag}: refused", result.is_error and out == f"Execution not approved: running '{key}' was declined", out)
+
+
 async def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000/mcp")
     parser.add_argument("--skip-execute", action="store_true")
+    parser.add_argument("--approval-key", help="a tool key that needs approval")
+    parser.add_argument("--approval-params", default="{}", help="its params, as JSON")
     opts = parser.parse_args()
     for mode in ("legacy", "2026-07-28"):
         await walkthrough(opts.url, mode, not opts.skip_execute)
+        if opts.approval_key:
+            await approval(opts.url, mode, opts.approval_key, json.loads(opts.approval_params))
     if failures:
         print(f"\n{len(failures)} check(s) failed: {', '.join(failures)}")
         return 1
