@@ -102,8 +102,11 @@ async fn hostile_templates_neither_stall_nor_grow_the_gateway() {
         slowest = slowest.max(started.elapsed());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A render in the gateway's own threads would hold /healthz for seconds (the render
+    // deadline is 5 s, a nested loop runs for minutes); 1 s leaves room for a loaded
+    // 2-core CI machine, where 50 ms failed once with 51 ms. Speed lives in benchmarks.
     assert!(
-        slowest < Duration::from_millis(50),
+        slowest < Duration::from_secs(1),
         "/healthz took {slowest:?} while hostile templates rendered"
     );
     for call in calls {
