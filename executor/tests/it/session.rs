@@ -248,3 +248,41 @@ async fn the_executor_stopping_kills_open_sessions() {
     let mut rest = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest)).await;
 }
+
+/// Without an executor (the gateway's embedded default) a session runs in this process's
+/// runtime with the same rules: the environment from the floor and what was granted (not
+/// the rest of this process's), and the group killed when the stream is dropped.
+#[tokio::test]
+async fn in_process_sessions_follow_the_same_rules() {
+    let runtime = mcc_executor::InProcess::new(vec![
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+        ("GATEWAY_SECRET".into(), "s3cret".into()),
+    ]);
+    let stream = runtime
+        .open_session(&session(&format!("env; echo END; {ECHO}")))
+        .await
+        .unwrap();
+    let mut stream = BufReader::new(stream);
+    let mut env = Vec::new();
+    loop {
+        let l = line(&mut stream).await;
+        if l == "END" {
+            break;
+        }
+        env.push(l);
+    }
+    assert!(env.contains(&"GRANTED=yes".to_string()), "{env:?}");
+    assert!(env.iter().any(|l| l.starts_with("PATH=")), "{env:?}");
+    assert!(!env.iter().any(|l| l.contains("s3cret")), "{env:?}");
+    let bg: i32 = line(&mut stream)
+        .await
+        .strip_prefix("bg ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let _bg = KillOnDrop(bg);
+    stream.get_mut().write_all(b"hi\n").await.unwrap();
+    assert_eq!(line(&mut stream).await, "got hi");
+    drop(stream);
+    assert!(gone_within(bg, Duration::from_secs(5)).await);
+}
