@@ -13,7 +13,7 @@
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::json;
@@ -46,10 +46,7 @@ pub async fn approve(
         message: request.question(),
         requested_schema,
     };
-    let stateless = ctx
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    if stateless {
+    if super::ask::stateless(ctx) {
         if let Some(answer) = answers.and_then(|a| a.get(INPUT_KEY)) {
             let read = serde_json::from_value::<ElicitResult>(answer.clone()).ok();
             let answer = match &read {

@@ -117,10 +117,7 @@ pub async fn missing_params(
         message: message(key, &missing),
         requested_schema,
     };
-    let stateless = ctx
-        .protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
-    if stateless {
+    if stateless(ctx) {
         if let Some(answer) = answers.and_then(|a| a.get(INPUT_KEY)) {
             return match serde_json::from_value::<ElicitResult>(answer.clone()) {
                 Ok(result) => apply(result, params),
@@ -162,6 +159,13 @@ pub async fn missing_params(
             Asked::Proceed(params)
         }
     }
+}
+
+/// Whether the client speaks 2026-07-28: it is asked with `input_required` and answers in
+/// a retry of the call, not within it.
+pub(super) fn stateless(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
 }
 
 fn apply(result: ElicitResult, mut params: Map<String, Value>) -> Asked {

@@ -15,9 +15,9 @@ use mcp_support::*;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, InputResponses};
 use serde_json::{Value, json};
 
-/// Tools that ask for approval themselves, one cached, beside the standard ones.
-const TOOLS: &str = r#"
-tools:
+/// Tools that ask for approval themselves, one cached, after the standard ones (among
+/// them `public.echo` and `ops.restart`, which do not).
+const APPROVAL_TOOLS: &str = r#"
   - name: deploy
     groups: [ops]
     description: Deploy a service.
@@ -36,23 +36,11 @@ tools:
     approval: required
     cache_ttl: 60
     exec: date +%s%N
-  - name: echo
-    groups: [public]
-    description: Echo a message back.
-    params:
-      - name: message
-        type: str
-        required: true
-    exec: printf '%s' {{ message | quote }}
-  - name: restart
-    groups: [ops]
-    description: Restart a service by name.
-    params:
-      - name: service
-        type: str
-        required: true
-    exec: echo restarting {{ service | quote }}
 "#;
+
+fn tools_file() -> String {
+    format!("{}{APPROVAL_TOOLS}", mcp_support::TOOLS.trim_end())
+}
 
 const DEPLOYED: &str = "deployed web x1";
 
@@ -60,7 +48,7 @@ async fn gateway(configure: impl FnOnce(&mut mcc_gateway::config::Settings)) -> 
     start_configured(
         "dev-admin",
         Some(&redis_url()),
-        &[("tools/tools.yaml", TOOLS.to_string())],
+        &[("tools/tools.yaml", tools_file())],
         |s| {
             s.session.key_prefix = rest_support::unique("approval");
             configure(s)
@@ -488,7 +476,7 @@ async fn raw_deploy(url: &str, extra: Value) -> Value {
 async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tools")).unwrap();
-    std::fs::write(dir.path().join("tools").join("tools.yaml"), TOOLS).unwrap();
+    std::fs::write(dir.path().join("tools").join("tools.yaml"), tools_file()).unwrap();
     let prefix = rest_support::unique("approval-replicas");
     let env = [
         ("REDIS_URL", redis_url()),
