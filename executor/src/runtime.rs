@@ -143,15 +143,7 @@ impl InProcess {
             reason,
         })?;
         let env = request.env.resolve(&self.parent, &self.here);
-        let not_found = || RunError::NotFound {
-            program: request.program.clone(),
-        };
-        let is_path = request.program.contains('/');
-        let program = match is_path {
-            true => PathBuf::from(&request.program),
-            false => find_python(&request.program, env.get("PATH").map(String::as_str))
-                .ok_or_else(not_found)?,
-        };
+        let program = locate(&request.program, &env)?;
         let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
         let spec = Spec {
             program: &program,
@@ -168,13 +160,8 @@ impl InProcess {
             let pid = child.id();
             Ok((child, pid))
         });
-        let (mut child, registered) = spawned.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound if is_path => not_found(),
-            _ => RunError::Spawn {
-                program: program.display().to_string(),
-                reason: e.to_string(),
-            },
-        })?;
+        let (mut child, registered) =
+            spawned.map_err(|e| spawn_error(&request.program, &program, e))?;
         let group = process::GroupKill(child.id().map(|pid| pid as i32));
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -236,17 +223,7 @@ impl Runtime for InProcess {
         if let Some(file) = &file {
             env.insert(progress::ENV.to_string(), file.path().display().to_string());
         }
-        let not_found = || RunError::NotFound {
-            program: request.program.clone(),
-        };
-        // A bare name is looked up on the tool's own PATH. A path is spawned as it is: a
-        // missing one fails the spawn, reported as the lookup reports it (no stat first).
-        let is_path = request.program.contains('/');
-        let program = match is_path {
-            true => PathBuf::from(&request.program),
-            false => find_python(&request.program, env.get("PATH").map(String::as_str))
-                .ok_or_else(not_found)?,
-        };
+        let program = locate(&request.program, &env)?;
         let args: Vec<&str> = request.args.iter().map(String::as_str).collect();
         let spec = Spec {
             program: &program,
@@ -270,13 +247,7 @@ impl Runtime for InProcess {
             }
             _ => run.await,
         };
-        ran.map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound if is_path => not_found(),
-            _ => RunError::Spawn {
-                program: program.display().to_string(),
-                reason: e.to_string(),
-            },
-        })
+        ran.map_err(|e| spawn_error(&request.program, &program, e))
     }
 
     async fn check(&self) -> Result<(), String> {
@@ -301,6 +272,33 @@ impl Runtime for InProcess {
             .await
         });
         Ok(Box::new(theirs))
+    }
+}
+
+/// The program to spawn: a bare name is looked up on the process's own `PATH` (`env`'s);
+/// a path is spawned as it is: a missing one fails the spawn, reported as the lookup
+/// reports it ([`spawn_error`]; no stat first).
+fn locate(program: &str, env: &BTreeMap<String, String>) -> Result<PathBuf, RunError> {
+    match program.contains('/') {
+        true => Ok(PathBuf::from(program)),
+        false => find_python(program, env.get("PATH").map(String::as_str)).ok_or_else(|| {
+            RunError::NotFound {
+                program: program.to_string(),
+            }
+        }),
+    }
+}
+
+/// Why spawning `resolved` (located from `requested`) failed.
+fn spawn_error(requested: &str, resolved: &Path, e: std::io::Error) -> RunError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound if requested.contains('/') => RunError::NotFound {
+            program: requested.to_string(),
+        },
+        _ => RunError::Spawn {
+            program: resolved.display().to_string(),
+            reason: e.to_string(),
+        },
     }
 }
 

@@ -79,19 +79,25 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// The background child's pid the script printed first (`bg <pid>`), killed on drop.
+async fn background(stream: &mut BufReader<SessionStream>) -> KillOnDrop {
+    let bg: i32 = line(stream)
+        .await
+        .strip_prefix("bg ")
+        .expect("a `bg <pid>` line")
+        .parse()
+        .unwrap();
+    assert!(running(bg));
+    KillOnDrop(bg)
+}
+
 /// A session whose script prints its background child's pid, then echoes each line.
 const ECHO: &str = "sleep 300 & echo \"bg $!\"; while read l; do echo \"got $l\"; done";
 
 async fn open_echo(client: &ExecutorClient) -> (BufReader<SessionStream>, KillOnDrop) {
     let mut stream = BufReader::new(client.open_session(&session(ECHO)).await.unwrap());
-    let bg: i32 = line(&mut stream)
-        .await
-        .strip_prefix("bg ")
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(running(bg));
-    (stream, KillOnDrop(bg))
+    let bg = background(&mut stream).await;
+    (stream, bg)
 }
 
 #[tokio::test]
@@ -182,13 +188,8 @@ async fn a_line_longer_than_the_bound_ends_the_session_and_its_group() {
     let script = "sleep 300 & echo \"bg $!\"; read l; head -c 1023 /dev/zero | tr '\\0' a; echo; \
                   read l; head -c 4000 /dev/zero | tr '\\0' b; echo; cat";
     let mut stream = BufReader::new(client.open_session(&session(script)).await.unwrap());
-    let bg: i32 = line(&mut stream)
-        .await
-        .strip_prefix("bg ")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let _bg = KillOnDrop(bg);
+    let guard = background(&mut stream).await;
+    let bg = guard.0;
     stream.get_mut().write_all(b"1\n").await.unwrap();
     assert_eq!(line(&mut stream).await.len(), 1023);
     stream.get_mut().write_all(b"2\n").await.unwrap();
@@ -214,13 +215,8 @@ async fn an_idle_session_ends_and_so_does_its_group() {
     let mut request = session(ECHO);
     request.idle = Duration::from_millis(500);
     let mut stream = BufReader::new(client.open_session(&request).await.unwrap());
-    let bg: i32 = line(&mut stream)
-        .await
-        .strip_prefix("bg ")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let _bg = KillOnDrop(bg);
+    let guard = background(&mut stream).await;
+    let bg = guard.0;
     let mut rest = Vec::new();
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
@@ -274,13 +270,8 @@ async fn in_process_sessions_follow_the_same_rules() {
     assert!(env.contains(&"GRANTED=yes".to_string()), "{env:?}");
     assert!(env.iter().any(|l| l.starts_with("PATH=")), "{env:?}");
     assert!(!env.iter().any(|l| l.contains("s3cret")), "{env:?}");
-    let bg: i32 = line(&mut stream)
-        .await
-        .strip_prefix("bg ")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let _bg = KillOnDrop(bg);
+    let guard = background(&mut stream).await;
+    let bg = guard.0;
     stream.get_mut().write_all(b"hi\n").await.unwrap();
     assert_eq!(line(&mut stream).await, "got hi");
     drop(stream);
