@@ -287,19 +287,22 @@ async fn run<A: Ask>(
             tickets: &shared.approvals.tickets,
         };
         event.params_hash = Some(approval.binding.arguments.clone());
+        // No decision is recorded when the ticket store failed: nobody was asked.
         let (decision, stop) = match ask.approve(&approval).await {
-            Approval::Approved => (Decision::Approved, None),
-            Approval::Refused(refusal) => (refusal.decision, Some(Executed::NotApproved(refusal))),
-            Approval::Pending(p) => (Decision::Asked, Some(Executed::Pending(p))),
+            Approval::Approved => (Some(Decision::Approved), None),
+            Approval::Refused(refusal) => {
+                (Some(refusal.decision), Some(Executed::NotApproved(refusal)))
+            }
+            Approval::Pending(p) => (Some(Decision::Asked), Some(Executed::Pending(p))),
             Approval::Failed(e) => {
                 let failure = SessionFailure {
                     message: e.to_string(),
                     caller_error: matches!(e, TicketError::TooMany),
                 };
-                (Decision::Asked, Some(Executed::Session(failure)))
+                (None, Some(Executed::Session(failure)))
             }
         };
-        event.approval = Some(decision.as_str().to_string());
+        event.approval = decision.map(|d| d.as_str().to_string());
         if let Some(stop) = stop {
             return stop;
         }

@@ -54,8 +54,12 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
             && !answers.contains_key(INPUT_KEY)
             && let Some(answered) = self.tickets.answered(ticket).await
         {
+            // Only what the retry lacks: a value it carries itself is its own (and is
+            // checked against the ticket's hash like any other).
             let mut params = params;
-            params.extend(answered);
+            for (name, value) in answered {
+                params.entry(name).or_insert(value);
+            }
             return missing_params(tool, key, params, self.ctx, None).await;
         }
         missing_params(tool, key, params, self.ctx, self.answers).await
