@@ -25,7 +25,9 @@ use crate::tool::ParamType;
 mod check;
 mod mcpserver;
 pub use check::check_tool;
-pub use mcpserver::{MCPServer, MCPServerSpec, MCPServerStatus, SecretKey, UpstreamHeader};
+pub use mcpserver::{
+    MCPServer, MCPServerSpec, MCPServerStatus, SecretKey, UpstreamCa, UpstreamHeader,
+};
 
 /// The API group of both resources.
 pub const GROUP: &str = "mcc.dev";

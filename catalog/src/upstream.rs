@@ -31,7 +31,7 @@ pub mod client;
 mod published;
 pub mod stdio;
 
-pub use published::{HeaderRef, PublishedUpstream, url_allowed, url_host};
+pub use published::{CaRef, HeaderRef, PublishedUpstream, url_allowed, url_host};
 
 /// At most this many tools are taken from one upstream; more is an error of the whole
 /// listing (the last good tools stay), not a silent cut.
@@ -45,6 +45,8 @@ pub const MAX_NAME: usize = 128;
 pub const MAX_INPUT_SCHEMA_BYTES: usize = 64 * 1024;
 /// Headers per upstream.
 pub const MAX_HEADERS: usize = 32;
+/// The largest CA bundle (`ca_file`, an MCPServer's `ca` key) taken, in bytes.
+pub const MAX_CA_BYTES: usize = 256 * 1024;
 /// Upstreams per file (and per gateway: the loader counts across files).
 pub const MAX_SERVERS: usize = 64;
 
@@ -69,8 +71,12 @@ pub struct UpstreamSpec {
     /// Static headers sent with every request to the upstream (`$VAR` substituted at
     /// load from the gateway's environment). Never shown.
     pub headers: BTreeMap<String, String>,
-    /// A PEM file of CA certificates trusted for this upstream (beside the system roots).
+    /// A PEM file of CA certificates trusted for this upstream (beside the system roots;
+    /// file mode's `ca_file:`, read by the gateway when it connects).
     pub ca_file: Option<PathBuf>,
+    /// The same as text (Kubernetes mode: an `MCPServer`'s `ca` key, read from its
+    /// ConfigMap or Secret by the operator for discovery and by the gateway for calls).
+    pub ca_pem: Option<String>,
     /// Seconds one `tools/call` may take (default: the gateway's tool timeout).
     pub timeout: Option<f64>,
     /// Calls in flight to this upstream at once, across callers.
@@ -95,6 +101,7 @@ impl fmt::Debug for UpstreamSpec {
             .field("exclude", &self.exclude)
             .field("headers", &self.headers.keys().collect::<Vec<_>>())
             .field("ca_file", &self.ca_file)
+            .field("ca_pem (bytes)", &self.ca_pem.as_ref().map(String::len))
             .field("timeout", &self.timeout)
             .field("max_concurrency", &self.max_concurrency)
             .field("refresh", &self.refresh)
@@ -249,6 +256,7 @@ pub fn parse_server(
         exclude: entry.exclude,
         headers: entry.headers,
         ca_file: entry.ca_file,
+        ca_pem: None,
         timeout: entry.timeout,
         max_concurrency: entry.max_concurrency.unwrap_or(DEFAULT_CONCURRENCY),
         refresh: entry.refresh.unwrap_or(DEFAULT_REFRESH),
@@ -283,6 +291,9 @@ fn transport_of(
         let command = stdio::parse(fields).map_err(as_error)?;
         return Ok((String::new(), Some(command)));
     };
+    if entry.ca_file.is_some() && !url.starts_with("https://") {
+        return Err(bad("ca_file", "a CA applies to an https:// url only"));
+    }
     if entry.command.is_some() {
         return Err(bad(
             "command",

@@ -348,3 +348,16 @@ fn exactly_one_of_url_and_command_each_with_its_own_fields() {
     let e = field(json!({"name": "time", "command": 5}));
     assert_eq!(e.field, "command");
 }
+
+#[test]
+fn a_ca_file_is_for_an_https_url_only() {
+    let raw = json!({"name": "up", "url": "http://h/mcp", "ca_file": "/ca.pem"});
+    let e = parse_server(&raw, &[], "f.yaml").unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.message.as_str()),
+        ("ca_file", "a CA applies to an https:// url only")
+    );
+    let raw = json!({"name": "up", "url": "https://h/mcp", "ca_file": "/ca.pem"});
+    let s = parse_server(&raw, &[], "f.yaml").unwrap();
+    assert_eq!(s.ca_file.as_deref(), Some(std::path::Path::new("/ca.pem")));
+}

@@ -4,7 +4,7 @@ low-level `Server`, streamable HTTP with sessions). It speaks only the legacy ge
 client keeps a standing GET stream; `POST /change?add=NAME` adds a tool and sends
 `notifications/tools/list_changed` to every session it knows.
 
-    python3 changing_upstream.py PORT
+    python3 changing_upstream.py PORT [CERT KEY]    # with CERT and KEY: https
 
 Used by e2e/cluster/upstreams.py (the operator's list_changed refresh)."""
 import contextlib
@@ -77,4 +77,5 @@ app = Starlette(routes=[Route("/change", change, methods=["POST"]), Mount("/", a
                 lifespan=lifespan)
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    tls = {"ssl_certfile": sys.argv[2], "ssl_keyfile": sys.argv[3]} if len(sys.argv) > 3 else {}
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", **tls)

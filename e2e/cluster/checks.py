@@ -484,6 +484,11 @@ def least_privilege(c):
         (gw, "yes", ["get", "secrets/ev-token"], upstreams.UPSTREAM_NS),
         (op, "no", ["get", "secrets/other"], upstreams.UPSTREAM_NS),
         (gw, "no", ["list", "secrets"], upstreams.UPSTREAM_NS),
+        # ... and their `ca` ConfigMaps, by name (upstreams.caConfigMapNames).
+        (op, "yes", ["get", "configmaps/upstream-ca"], upstreams.UPSTREAM_NS),
+        (gw, "yes", ["get", "configmaps/upstream-ca"], upstreams.UPSTREAM_NS),
+        (op, "no", ["get", "configmaps/other-ca"], upstreams.UPSTREAM_NS),
+        (gw, "no", ["list", "configmaps"], upstreams.UPSTREAM_NS),
         (op, "yes", ["patch", "mcpservers.mcc.dev/x", "--subresource", "status"], upstreams.UPSTREAM_NS),
         (op, "no", ["update", "mcpservers.mcc.dev/x"], upstreams.UPSTREAM_NS),
     ]

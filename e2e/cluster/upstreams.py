@@ -8,8 +8,13 @@ legacy-generation upstream on the official Python SDK whose tool list changes
 (changing_upstream.py): the operator's standing stream hears
 `notifications/tools/list_changed` and publishes the new tool long before its schedule.
 
+Last, the same small upstream over https with a certificate from a CA made here
+(openssl): trusted only through the MCPServer's `ca` (a ConfigMap key), read by the
+operator for discovery and by both gateways for calls.
+
 The chart values (e2e/cluster/values.yaml) allow MCPServers in UPSTREAM_NS, at host
-127.0.0.1 only, with header Secrets named `ev-token`."""
+127.0.0.1 only, with header Secrets named `ev-token` and CA ConfigMaps named
+`upstream-ca`."""
 import json
 import os
 import subprocess
@@ -75,6 +80,7 @@ def run(c):
     finally:
         everything.stop()
     list_changed(c, c.args.port_base + 91)
+    custom_ca(c, c.args.port_base + 92)
 
 
 def operator_metric(c, name):
@@ -205,3 +211,66 @@ def steps(c, everything, port):
     c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "everything", "elsewhere")
     gone, _ = wait_for(lambda: '"public.ev_echo"' not in c.catalog_text(), 30, 0.5)
     c.check("a deleted MCPServer's tools leave the catalog", bool(gone))
+
+
+def make_ca(workdir):
+    """A throwaway CA and a server certificate it signed for 127.0.0.1 (one day)."""
+    d = os.path.join(workdir, "upstream-tls")
+    os.makedirs(d, exist_ok=True)
+    p = lambda n: os.path.join(d, n)  # noqa: E731
+    with open(p("san.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\n")
+    for argv in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", p("ca.key"), "-out", p("ca.crt"),
+             "-days", "1", "-subj", "/CN=mcc-e2e-upstream-ca"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", p("server.key"), "-out", p("server.csr"),
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", p("server.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+             "-CAcreateserial", "-out", p("server.crt"), "-days", "1", "-extfile", p("san.ext")]):
+        subprocess.run(["openssl", *argv], check=True, capture_output=True)
+    return p("ca.crt"), p("server.crt"), p("server.key")
+
+
+def custom_ca(c, port):
+    ca, cert, key = make_ca(c.args.workdir)
+    log = open(os.path.join(c.args.workdir, "tls-upstream.log"), "ab")
+    proc = subprocess.Popen([sys.executable, CHANGING, str(port), cert, key], stdout=log, stderr=log)
+    url = f"https://127.0.0.1:{port}/mcp"
+    try:
+        up, _ = wait_for(lambda: subprocess.run(
+            ["curl", "-s", "-o", "/dev/null", "--cacert", ca, url], capture_output=True).returncode == 0, 30, 0.2)
+        c.check("an https upstream (official Python SDK) with a certificate from a CA made here", bool(up))
+        with open(ca) as f:
+            pem = f.read()
+        c.kube.apply([{"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "upstream-ca", "namespace": UPSTREAM_NS}, "data": {"ca.crt": pem}},
+                      {"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": "other-ca", "namespace": UPSTREAM_NS}, "data": {"ca.crt": pem}}])
+        c.kube.apply([
+            mcpserver("tls", {"url": url, "groups": ["public"], "prefix": "tls_",
+                              "ca": {"configMapKeyRef": {"name": "upstream-ca", "key": "ca.crt"}}}),
+            mcpserver("tls-noca", {"url": url, "groups": ["public"], "prefix": "noca_"}),
+            mcpserver("tls-otherca", {"url": url, "groups": ["public"], "prefix": "other_",
+                                      "ca": {"configMapKeyRef": {"name": "other-ca", "key": "ca.crt"}}})])
+        cond = c.wait_ready("mcpservers.mcc.dev", "tls", UPSTREAM_NS, timeout=60)
+        c.check("with its ca (a ConfigMap key) the https MCPServer is Ready with its tool",
+                bool(cond) and status(c, "tls").get("tools") == 1, json.dumps(status(c, "tls"))[:300])
+        took = c.on_every_gateway(
+            lambda b: (lambda r: not r[1] and "first ran" in r[0])(execute(c, b, "public.tls_first", {})), 30)
+        c.check("... and both gateways call it over https, trusting the same ConfigMap", took is not None, took)
+        err, _ = wait_for(lambda: status(c, "tls-noca").get("lastError"), 60, 0.5)
+        c.check("without a ca the same upstream is not trusted (Unreachable: the connection failed)",
+                err == "the connection failed" and c.condition("mcpservers.mcc.dev", "tls-noca", UPSTREAM_NS)
+                .get("reason") in ("Unreachable", "Discovering"), err)
+        err, _ = wait_for(lambda: status(c, "tls-otherca").get("lastError"), 60, 0.5)
+        c.check("a ca ConfigMap outside upstreams.caConfigMapNames cannot be read (the status says so)",
+                bool(err) and "other-ca" in err and "may not read it" in err, err)
+    finally:
+        c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "tls", "tls-noca", "tls-otherca",
+                   "--ignore-not-found")
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

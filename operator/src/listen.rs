@@ -311,4 +311,4 @@ fn server_id(server: &MCPServer) -> String {
 
 #[cfg(test)]
 #[path = "listen_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -26,7 +26,7 @@ use crate::metrics::Metrics;
 /// An upstream whose tools are `names`; it remembers every initialized session, to tell
 /// each when they change (as a real server tells its connected clients).
 #[derive(Clone)]
-struct Changing {
+pub(crate) struct Changing {
     names: Arc<Mutex<Vec<String>>>,
     peers: Arc<Mutex<Vec<Peer<RoleServer>>>>,
     /// Only the `initialize` handshake (a server from before 2026-07-28).
@@ -99,7 +99,7 @@ impl Changing {
 }
 
 /// Serves `upstream` on a loopback port; returns its URL.
-async fn serve(upstream: Changing) -> String {
+pub(crate) async fn serve(upstream: Changing) -> String {
     let service = StreamableHttpService::new(
         move || Ok(upstream.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -112,7 +112,7 @@ async fn serve(upstream: Changing) -> String {
     format!("http://{addr}/mcp")
 }
 
-fn upstream(legacy: bool) -> Changing {
+pub(crate) fn upstream(legacy: bool) -> Changing {
     Changing {
         names: Arc::new(Mutex::new(vec!["one".into()])),
         peers: Default::default(),

@@ -6,9 +6,9 @@
 //! where the catalog is assembled ([`crate::assemble::upstreams`]), so a changed
 //! `groups`, `prefix` or filter takes effect without asking the upstream again.
 //!
-//! Who reads a header Secret: the operator here (discovery), the gateway at call time.
-//! Values are never stored beyond the one connection, never in a status, an Event, the
-//! catalog document or a log line.
+//! Who reads a header Secret and the `ca` ConfigMap or Secret: the operator here
+//! (discovery), the gateway at call time. Header values are never stored beyond the one
+//! connection, never in a status, an Event, the catalog document or a log line.
 //!
 //! [`Context`]: crate::controller::Context
 
@@ -16,10 +16,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 use mcc_catalog::crd::MCPServer;
-use mcc_catalog::upstream::{self, Discovered, UpstreamSpec};
+use mcc_catalog::upstream::{self, CaRef, Discovered, MAX_CA_BYTES, UpstreamSpec};
 
 use crate::convert::Invalid;
 
@@ -126,6 +126,7 @@ pub fn spec_of(
     {
         return Err(invalid("timeout", "expected a positive number of seconds"));
     }
+    ca_ref(server)?;
     let rate_limit = crate::convert::rate_limit(spec.rate_limit.as_ref())?;
     Ok(UpstreamSpec {
         name: format!("{ns}/{name}"),
@@ -137,6 +138,7 @@ pub fn spec_of(
         exclude: spec.exclude.clone(),
         headers,
         ca_file: None,
+        ca_pem: None,
         timeout: spec.timeout,
         max_concurrency: spec
             .max_concurrency
@@ -148,6 +150,83 @@ pub fn spec_of(
     })
 }
 
+/// Where `server`'s CA certificates are (`spec.ca`), checked: exactly one source, and an
+/// https:// URL (the CRD's rules, applied again to objects stored before them).
+pub fn ca_ref(server: &MCPServer) -> Result<Option<CaRef>, Invalid> {
+    let Some(ca) = &server.spec.ca else {
+        return Ok(None);
+    };
+    let invalid = |message: &str| Invalid {
+        field: "ca".into(),
+        message: message.into(),
+    };
+    if !server.spec.url.starts_with("https://") {
+        return Err(invalid("a CA applies to an https:// url only"));
+    }
+    match (&ca.config_map_key_ref, &ca.secret_key_ref) {
+        (Some(r), None) => Ok(Some(CaRef {
+            secret: false,
+            name: r.name.clone(),
+            key: r.key.clone(),
+        })),
+        (None, Some(r)) => Ok(Some(CaRef {
+            secret: true,
+            name: r.name.clone(),
+            key: r.key.clone(),
+        })),
+        _ => Err(invalid(
+            "give exactly one of configMapKeyRef and secretKeyRef",
+        )),
+    }
+}
+
+/// The PEM text of `server`'s CA, read from its ConfigMap or Secret now (at most
+/// [`MAX_CA_BYTES`]; the certificates themselves are checked by the client).
+async fn ca_value(client: &Client, server: &MCPServer) -> Result<Option<String>, DiscoveryError> {
+    let Some(ca) = ca_ref(server).map_err(|e| DiscoveryError::Invalid(e.to_string()))? else {
+        return Ok(None);
+    };
+    let ns = server.metadata.namespace.as_deref().unwrap_or_default();
+    let kind = if ca.secret { "Secret" } else { "ConfigMap" };
+    let problem = |p: String| DiscoveryError::Ca {
+        problem: format!("{kind} {ns}/{} key {}: {p}", ca.name, ca.key),
+    };
+    let forbidden = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 403);
+    let rbac = "the operator may not read it (chart values upstreams.secretNames / upstreams.caConfigMapNames, or the namespace is not in upstreams.namespaces)";
+    let bytes: Option<Vec<u8>> = if ca.secret {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        match api.get_opt(&ca.name).await {
+            Ok(Some(s)) => s.data.and_then(|mut d| d.remove(&ca.key)).map(|b| b.0),
+            Ok(None) => return Err(problem("no such Secret".into())),
+            Err(e) if forbidden(&e) => return Err(problem(rbac.into())),
+            Err(e) => return Err(DiscoveryError::Kube(e)),
+        }
+    } else {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        match api.get_opt(&ca.name).await {
+            Ok(Some(c)) => c
+                .data
+                .and_then(|mut d| d.remove(&ca.key))
+                .map(String::into_bytes)
+                .or_else(|| {
+                    c.binary_data
+                        .and_then(|mut d| d.remove(&ca.key))
+                        .map(|b| b.0)
+                }),
+            Ok(None) => return Err(problem("no such ConfigMap".into())),
+            Err(e) if forbidden(&e) => return Err(problem(rbac.into())),
+            Err(e) => return Err(DiscoveryError::Kube(e)),
+        }
+    };
+    let bytes = bytes.ok_or_else(|| problem("no such key".into()))?;
+    if bytes.len() > MAX_CA_BYTES {
+        return Err(problem(format!("more than {MAX_CA_BYTES} bytes")));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| problem("not PEM text (UTF-8)".into()))
+}
+
 /// Why a discovery failed: shown on the status as [`DiscoveryError::public`].
 #[derive(Debug, thiserror::Error)]
 pub enum DiscoveryError {
@@ -155,6 +234,8 @@ pub enum DiscoveryError {
     Invalid(String),
     #[error("header {header}: {problem}")]
     Header { header: String, problem: String },
+    #[error("ca: {problem}")]
+    Ca { problem: String },
     #[error("Kubernetes API: {0}")]
     Kube(#[source] kube::Error),
     #[error(transparent)]
@@ -168,6 +249,7 @@ impl DiscoveryError {
         match self {
             DiscoveryError::Invalid(_) => "invalid",
             DiscoveryError::Header { .. } => "header_secret",
+            DiscoveryError::Ca { .. } => "ca",
             DiscoveryError::Kube(_) => "kube",
             DiscoveryError::Upstream(e) => match e {
                 C::Ca { .. } => "ca",
@@ -238,13 +320,16 @@ async fn header_values(
     Ok(out)
 }
 
-/// The spec to connect to `server` with: its header values read from their Secrets now.
+/// The spec to connect to `server` with: its header values and CA read from their
+/// Secrets and ConfigMap now.
 pub async fn spec_with_headers(
     client: &Client,
     server: &MCPServer,
 ) -> Result<UpstreamSpec, DiscoveryError> {
     let headers = header_values(client, server).await?;
-    spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))
+    let mut spec = spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))?;
+    spec.ca_pem = ca_value(client, server).await?;
+    Ok(spec)
 }
 
 /// One discovery of `server`: its header values, then connect and list (bounded by the
@@ -295,3 +380,7 @@ pub fn record(
         },
     }
 }
+
+#[cfg(test)]
+#[path = "upstream_tests.rs"]
+mod tests;

@@ -54,6 +54,10 @@ use crate::upstream::{MAX_HEADERS, MAX_NAME};
     {
         "rule": "self.url.startsWith('http://') || self.url.startsWith('https://')",
         "message": "url must be an http:// or https:// URL"
+    },
+    {
+        "rule": "!has(self.ca) || self.url.startsWith('https://')",
+        "message": "ca applies to an https:// url only"
     }
 ]))]
 pub struct MCPServerSpec {
@@ -86,6 +90,11 @@ pub struct MCPServerSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = MAX_HEADERS))]
     pub headers: Vec<UpstreamHeader>,
+    /// CA certificates (PEM, at most 256 KiB) trusted for this https:// upstream beside
+    /// the system roots: a key of a ConfigMap or of a Secret in this namespace, read by
+    /// the operator (discovery) and the gateway (calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<UpstreamCa>,
     /// Seconds one `tools/call` may take (default: the gateway's tool timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.001, max = 86400.0))]
@@ -123,7 +132,25 @@ pub struct UpstreamHeader {
     pub secret_key_ref: SecretKey,
 }
 
-/// A key of a Secret in the object's namespace.
+/// Where an upstream's CA certificates are: exactly one of the two.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.configMapKeyRef) != has(self.secretKeyRef)",
+        "message": "give exactly one of configMapKeyRef and secretKeyRef"
+    }
+]))]
+pub struct UpstreamCa {
+    /// A ConfigMap key (in the MCPServer's namespace) holding PEM certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_key_ref: Option<SecretKey>,
+    /// A Secret key (in the MCPServer's namespace) holding PEM certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKey>,
+}
+
+/// A key of a Secret (or ConfigMap) in the object's namespace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct SecretKey {
     #[schemars(length(min = 1, max = 253))]

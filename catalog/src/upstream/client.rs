@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::annotations::Annotations;
-use crate::upstream::{Discovered, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
+use crate::upstream::{Discovered, MAX_CA_BYTES, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
     ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
 };
@@ -59,8 +59,10 @@ pub type Session = RunningService<RoleClient, Handler>;
 /// get [`ConnectError::public`].
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    #[error("ca_file {path}: {reason}")]
-    Ca { path: String, reason: String },
+    /// `origin`: `ca_file <path>`, or `ca` (an MCPServer's, read from its ConfigMap or
+    /// Secret).
+    #[error("{origin}: {reason}")]
+    Ca { origin: String, reason: String },
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
     #[error("the connection failed: {0}")]
@@ -83,11 +85,16 @@ impl ConnectError {
     /// What a caller and the status may see: the kind of failure, no URL or body text.
     pub fn public(&self) -> String {
         match self {
-            ConnectError::Ca { .. } => "its ca_file cannot be used".into(),
+            // The reason is ours (a size, "no PEM block", an I/O error's kind), never
+            // the certificate's text.
+            ConnectError::Ca { origin, reason } if origin == "ca" => {
+                format!("its ca cannot be used: {reason}")
+            }
+            ConnectError::Ca { reason, .. } => format!("its ca_file cannot be used: {reason}"),
             ConnectError::Client(_) => "its HTTP client cannot be built".into(),
             ConnectError::Connect(_) => "the connection failed".into(),
             ConnectError::List(_) => "tools/list failed".into(),
-            ConnectError::Headers(_) => "a header Secret cannot be read".into(),
+            ConnectError::Headers(_) => "a header Secret or its ca cannot be read".into(),
             other => other.to_string(),
         }
     }
@@ -115,13 +122,7 @@ pub async fn connect(
         .connect_timeout(CONNECT_TIMEOUT)
         // An upstream cannot send us elsewhere (its credentials would follow).
         .redirect(reqwest::redirect::Policy::none());
-    if let Some(path) = &spec.ca_file {
-        let ca = |reason: String| ConnectError::Ca {
-            path: path.display().to_string(),
-            reason,
-        };
-        let pem = std::fs::read(path).map_err(|e| ca(e.to_string()))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca(e.to_string()))?;
+    if let Some(certs) = ca_certificates(spec)? {
         builder = builder.tls_certs_merge(certs);
     }
     let client = builder
@@ -150,6 +151,52 @@ pub async fn connect(
         .set_response_cache_config(ClientCacheConfig::disabled())
         .await;
     Ok(session)
+}
+
+/// The CA certificates `spec` trusts beside the system roots: `ca_file` (file mode) or
+/// `ca_pem` (Kubernetes mode), at most [`MAX_CA_BYTES`], at least one certificate.
+pub fn ca_certificates(
+    spec: &UpstreamSpec,
+) -> Result<Option<Vec<reqwest::Certificate>>, ConnectError> {
+    let (origin, pem) = match (&spec.ca_file, &spec.ca_pem) {
+        (Some(path), _) => {
+            let origin = format!("ca_file {}", path.display());
+            let pem = read_bounded(path).map_err(|reason| ConnectError::Ca {
+                origin: origin.clone(),
+                reason,
+            })?;
+            (origin, pem)
+        }
+        (None, Some(pem)) => ("ca".to_string(), pem.as_bytes().to_vec()),
+        (None, None) => return Ok(None),
+    };
+    let bad = |reason: String| ConnectError::Ca {
+        origin: origin.clone(),
+        reason,
+    };
+    if pem.len() > MAX_CA_BYTES {
+        return Err(bad(format!("more than {MAX_CA_BYTES} bytes")));
+    }
+    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|e| bad(format!("not a PEM certificate bundle ({e})")))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM CERTIFICATE block in it".into()));
+    }
+    Ok(Some(certs))
+}
+
+/// A file's bytes, refused past [`MAX_CA_BYTES`] without reading further.
+fn read_bounded(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    file.take(MAX_CA_BYTES as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() > MAX_CA_BYTES {
+        return Err(format!("more than {MAX_CA_BYTES} bytes"));
+    }
+    Ok(out)
 }
 
 /// Whether `session` can carry `notifications/tools/list_changed`: a legacy-generation

@@ -20,6 +20,9 @@ pub struct PublishedUpstream {
     pub url: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<HeaderRef>,
+    /// Where the CA certificates (PEM) trusted for this upstream are, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<CaRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
     pub max_concurrency: usize,
@@ -36,6 +39,18 @@ pub struct PublishedUpstream {
 pub struct HeaderRef {
     pub name: String,
     pub secret: String,
+    pub key: String,
+}
+
+/// A key of a ConfigMap or Secret in the upstream's namespace holding PEM CA
+/// certificates.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CaRef {
+    /// `true`: a Secret; else a ConfigMap.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+    pub name: String,
     pub key: String,
 }
 

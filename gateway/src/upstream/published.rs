@@ -2,10 +2,10 @@
 //! tools with the catalog document, beside a table of where their calls go
 //! ([`PublishedUpstream`]: URL, header Secret references, availability). A gateway
 //! replica never discovers; it installs the table with each document
-//! ([`Upstreams::set_published`]) and calls the URL recorded there. Header values are
-//! read from their Secrets (in the MCPServer's namespace, through the same cached
-//! resolver as Tools' `valueFrom`) when a connection is opened, and live only in that
-//! connection's HTTP client.
+//! ([`Upstreams::set_published`]) and calls the URL recorded there. Header values and
+//! the `ca` certificates are read from their Secrets / ConfigMap (in the MCPServer's
+//! namespace, through the same cached resolver as Tools' `valueFrom`) when a connection
+//! is opened, and live only in that connection's HTTP client.
 
 use std::sync::{Arc, Mutex};
 
@@ -43,10 +43,18 @@ impl Headers {
             .await
             .map_err(ConnectError::Headers)?;
         let mut spec = spec.clone();
-        spec.headers = values.value_from.into_iter().collect();
+        let (ca, headers): (Vec<_>, Vec<_>) = values
+            .value_from
+            .into_iter()
+            .partition(|(name, _)| name == CA_ENTRY);
+        spec.headers = headers.into_iter().collect();
+        spec.ca_pem = ca.into_iter().next().map(|(_, pem)| pem);
         Ok(spec)
     }
 }
+
+/// The resolver entry that carries the CA (a space: never an HTTP header name).
+const CA_ENTRY: &str = " spec.ca";
 
 /// The spec a published upstream is called with (no discovery settings: the operator's).
 fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
@@ -60,6 +68,7 @@ fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
         exclude: Vec::new(),
         headers: Default::default(),
         ca_file: None,
+        ca_pem: None,
         timeout: up.timeout,
         max_concurrency: up.max_concurrency.clamp(1, 1024),
         refresh: upstream::DEFAULT_REFRESH,
@@ -84,6 +93,17 @@ fn refs_of(up: &PublishedUpstream) -> ToolRefs {
                 key: h.key.clone(),
                 optional: false,
             })
+            .chain(up.ca.iter().map(|ca| EnvValueRef {
+                env: CA_ENTRY.into(),
+                source: if ca.secret {
+                    RefKind::Secret
+                } else {
+                    RefKind::ConfigMap
+                },
+                name: ca.name.clone(),
+                key: ca.key.clone(),
+                optional: false,
+            }))
             .collect(),
         pod: None,
         session: Default::default(),

@@ -45,6 +45,7 @@ fn entry(url: &str, available: bool) -> PublishedUpstream {
             secret: "ev-token".into(),
             key: "token".into(),
         }],
+        ca: None,
         timeout: Some(10.0),
         max_concurrency: 4,
         available,

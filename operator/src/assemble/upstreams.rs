@@ -184,6 +184,8 @@ fn admit(
                 key: h.secret_key_ref.key.clone(),
             })
             .collect(),
+        // Checked by `spec_of` above: never an error here.
+        ca: crate::upstream::ca_ref(resource).ok().flatten(),
         timeout: spec.timeout,
         max_concurrency: spec.max_concurrency,
         available: discovery.available,
