@@ -325,3 +325,23 @@ fn an_unreachable_upstream_keeps_its_last_good_tools_marked_unavailable() {
         "Discovering"
     );
 }
+
+#[test]
+fn upstream_tools_of_an_approval_namespace_need_approval() {
+    let s = || {
+        server(
+            "ev",
+            "team-a",
+            "2026-01-01T00:00:00Z",
+            json!({"groups": ["team-a"]}),
+        )
+    };
+    let found = [("team-a/ev", found(&["echo"], true))];
+    let mut policy = policy();
+    let a = run(&[], &[s()], &found, &policy);
+    assert!(!a.document.tools[0].tool.approval_required);
+    policy.approval_namespaces.insert("team-a".into());
+    let a = run(&[], &[s()], &found, &policy);
+    assert_eq!(keys(&a), ["team-a.echo"]);
+    assert!(a.document.tools[0].tool.approval_required);
+}
