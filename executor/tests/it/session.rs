@@ -277,3 +277,24 @@ async fn in_process_sessions_follow_the_same_rules() {
     drop(stream);
     assert!(gone_within(bg, Duration::from_secs(5)).await);
 }
+
+#[tokio::test]
+async fn a_busy_session_still_ends_at_its_lifetime() {
+    let (_dir, address) = setup();
+    let _executor = Executor::start_at(&address, &[]);
+    let client = ExecutorClient::new(address);
+    let mut request =
+        session("sleep 300 & echo \"bg $!\"; while true; do echo tick; sleep 0.1; done");
+    request.lifetime = Duration::from_millis(800);
+    let started = Instant::now();
+    let mut stream = BufReader::new(client.open_session(&request).await.unwrap());
+    let guard = background(&mut stream).await;
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut rest))
+        .await
+        .expect("closed at the lifetime, never idle")
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(700));
+    assert!(String::from_utf8_lossy(&rest).contains("tick"));
+    assert!(gone_within(guard.0, Duration::from_secs(5)).await);
+}
