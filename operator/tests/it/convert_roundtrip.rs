@@ -261,3 +261,34 @@ fn annotations_and_output_schemas_round_trip_and_bad_schemas_name_the_field() {
     assert_eq!(e.field, "outputSchema");
     assert!(e.message.contains("/properties/n/type"), "{e}");
 }
+
+/// `approval: required` goes both ways; any other value is refused naming `approval`.
+#[test]
+fn approval_round_trips_and_other_values_name_the_field() {
+    let resource = |spec: Value| -> Tool {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "mcc.dev/v1alpha1", "kind": "Tool",
+            "metadata": {"name": "t", "namespace": "ns"}, "spec": spec
+        }))
+        .unwrap()
+    };
+    let spec = serde_json::json!({"name": "x", "exec": "ls", "approval": "required"});
+    let t = catalog_tool(&resource(spec)).unwrap().tool;
+    assert!(t.approval_required);
+    let back = tool_resource(&t, false, "ns", None).spec;
+    assert_eq!(back.approval.as_deref(), Some("required"));
+    let plain = catalog_tool(&resource(serde_json::json!({"name": "x", "exec": "ls"})))
+        .unwrap()
+        .tool;
+    assert_eq!(tool_resource(&plain, false, "ns", None).spec.approval, None);
+
+    let e = catalog_tool(&resource(
+        serde_json::json!({"name": "x", "exec": "ls", "approval": "optional"}),
+    ))
+    .unwrap_err();
+    assert_eq!(e.field, "approval");
+    assert_eq!(
+        e.message,
+        "must be 'required' (or left out), got 'optional'"
+    );
+}
