@@ -411,12 +411,17 @@ impl Server {
     /// One discovery: connect if needed, list, convert. Returns whether the tool set
     /// changed.
     async fn discover(&self) -> Result<bool, ConnectError> {
-        let listed = tokio::time::timeout(DISCOVERY_TIMEOUT, async {
+        // A stdio server's start has a bound of its own, on top of the listing's.
+        let limit = match self.spec.command {
+            Some(_) => stdio::START_TIMEOUT + DISCOVERY_TIMEOUT,
+            None => DISCOVERY_TIMEOUT,
+        };
+        let listed = tokio::time::timeout(limit, async {
             let session = self.session().await?;
             connect::list_tools(&session).await
         })
         .await
-        .map_err(|_| ConnectError::Timeout(DISCOVERY_TIMEOUT))?;
+        .map_err(|_| ConnectError::Timeout(limit))?;
         let listed = match listed {
             Ok(l) => l,
             Err(e) => {

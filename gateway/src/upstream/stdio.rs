@@ -30,6 +30,10 @@ use super::connect::{self, ConnectError, Handler, Session};
 pub const IDLE: Duration = Duration::from_secs(3600);
 /// A server process runs at most this long; the next call starts a fresh one.
 pub const LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// How long starting the process and the MCP handshake may take: an interpreter's
+/// imports on a busy node, or a launcher such as `uvx` fetching the server, take far
+/// longer than an HTTP connection (whose bound is `connect::CONNECT_TIMEOUT`).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where stdio servers run: the gateway's tool runtime, and its env floor.
 #[derive(Clone)]
@@ -62,7 +66,7 @@ impl Launcher {
 }
 
 /// Starts `spec`'s server (its `command`) through `launcher` and opens an MCP client
-/// session over its stdio, within [`connect::CONNECT_TIMEOUT`] (the start included).
+/// session over its stdio, within [`START_TIMEOUT`].
 pub async fn connect(
     spec: &UpstreamSpec,
     command: &StdioCommand,
@@ -96,9 +100,9 @@ pub async fn connect(
             .await
             .map_err(|e| ConnectError::Connect(e.to_string()))
     };
-    let session = tokio::time::timeout(connect::CONNECT_TIMEOUT, start)
+    let session = tokio::time::timeout(START_TIMEOUT, start)
         .await
-        .map_err(|_| ConnectError::Timeout(connect::CONNECT_TIMEOUT))??;
+        .map_err(|_| ConnectError::Timeout(START_TIMEOUT))??;
     // As for HTTP upstreams: discovery must see the server as it is.
     session
         .set_response_cache_config(ClientCacheConfig::disabled())

@@ -99,37 +99,80 @@ mcp_servers:
     )
 }
 
-/// A gateway over the upstreams file; `executor`: its tools (and stdio servers) run in
-/// an executor serving a socket in `run_dir` (this test process's, as in mcp_progress).
-async fn gateway(
-    auth: &str,
-    file: String,
-    executor: bool,
-    run_dir: &std::path::Path,
-) -> (Server, Option<tokio::task::JoinHandle<()>>) {
-    let socket = run_dir.join("executor.sock");
-    let serving = executor.then(|| {
-        let runtime = mcc_executor::InProcess::new(vec![(
-            "PATH".into(),
-            std::env::var("PATH").unwrap_or_default(),
-        )]);
-        let address = mcc_executor::Address::Path(socket.clone());
-        let listener = mcc_executor::server::bind(&address).unwrap();
-        tokio::spawn(mcc_executor::server::serve(listener, runtime, 8))
-    });
-    let server = start_configured(
-        auth,
-        Some(&redis_url()),
-        &[("tools/upstreams.yaml", file)],
-        |s| {
-            if executor {
-                s.execution.runtime = mcc_gateway::config::RuntimeKind::Executor;
-                s.execution.executor_socket = socket.display().to_string();
-            }
-        },
-    )
-    .await;
-    (server, serving)
+/// A gateway over the upstreams file, and what its tests need to reach the servers.
+struct Fixture {
+    server: Server,
+    /// The executor serving this test's socket, when the gateway uses one.
+    executor: Option<tokio::task::JoinHandle<()>>,
+    program: PathBuf,
+    /// `flaky-time` starts only while this file exists.
+    flag: PathBuf,
+    /// In the servers' environment, to find their processes ([`marked`]).
+    mark: String,
+    _run_dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// `None` (the test returns) when mcp-server-time cannot be installed.
+    /// `through_executor`: tools and stdio servers run in an executor serving a socket
+    /// of this test process's (as in mcp_progress), else in the gateway's own groups.
+    async fn start(auth: &str, through_executor: bool) -> Option<Self> {
+        let program = tokio::task::spawn_blocking(time_server).await.unwrap()?;
+        let run_dir = tempfile::tempdir().unwrap();
+        let flag = run_dir.path().join("flag");
+        std::fs::write(&flag, "").unwrap();
+        let mark = format!(
+            "{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        );
+        let socket = run_dir.path().join("executor.sock");
+        let executor = through_executor.then(|| {
+            let runtime = mcc_executor::InProcess::new(vec![(
+                "PATH".into(),
+                std::env::var("PATH").unwrap_or_default(),
+            )]);
+            let address = mcc_executor::Address::Path(socket.clone());
+            let listener = mcc_executor::server::bind(&address).unwrap();
+            tokio::spawn(mcc_executor::server::serve(listener, runtime, 8))
+        });
+        let file = upstreams_file(&program, &flag, &mark);
+        let server = start_configured(
+            auth,
+            Some(&redis_url()),
+            &[("tools/upstreams.yaml", file)],
+            |s| {
+                if through_executor {
+                    s.execution.runtime = mcc_gateway::config::RuntimeKind::Executor;
+                    s.execution.executor_socket = socket.display().to_string();
+                }
+            },
+        )
+        .await;
+        Some(Self {
+            server,
+            executor,
+            program,
+            flag,
+            mark,
+            _run_dir: run_dir,
+        })
+    }
+
+    /// The running processes of upstream `name` (`time`, `finance`, `flaky`).
+    fn pids(&self, name: &str) -> Vec<i32> {
+        marked(&format!("{}-{name}", self.mark))
+    }
+
+    async fn stop(self) {
+        self.server.stop().await;
+        if let Some(executor) = self.executor {
+            executor.abort();
+        }
+    }
 }
 
 fn keys_of(search: &str) -> Vec<String> {
@@ -179,7 +222,7 @@ async fn until(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> bool
 async fn discovered(client: &Client, key: &str) {
     until(
         &format!("{key} discovered"),
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         async || {
             let described = call_text(client, "describe_tools", json!({})).await;
             let found = call_text(
@@ -194,29 +237,13 @@ async fn discovered(client: &Client, key: &str) {
     .await;
 }
 
-fn unique_mark() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stdio_server_is_discovered_searched_and_executed_in_process_and_via_executor() {
-    let Some(program) = tokio::task::spawn_blocking(time_server).await.unwrap() else {
-        return;
-    };
     for through_executor in [false, true] {
-        let run_dir = tempfile::tempdir().unwrap();
-        let flag = run_dir.path().join("flag");
-        std::fs::write(&flag, "").unwrap();
-        let mark = unique_mark();
-        let file = upstreams_file(&program, &flag, &mark);
-        let (server, executor) = gateway("dev-admin", file, through_executor, run_dir.path()).await;
+        let Some(fixture) = Fixture::start("dev-admin", through_executor).await else {
+            return;
+        };
+        let server = &fixture.server;
         let client = legacy(&server.url, TestClient::plain()).await;
         let ctx = format!("executor={through_executor}");
         discovered(&client, "public.time_get_current_time").await;
@@ -307,19 +334,17 @@ async fn a_stdio_server_is_discovered_searched_and_executed_in_process_and_via_e
         );
 
         // One process per server; gone when the gateway stops.
-        let pids = marked(&format!("{mark}-time"));
+        let pids = fixture.pids("time");
         assert_eq!(pids.len(), 1, "{ctx}: {pids:?}");
         client.cancel().await.unwrap();
-        server.stop().await;
+        let mark = fixture.mark.clone();
+        fixture.stop().await;
         until(
             &format!("{ctx}: the server's process ends with the gateway"),
             Duration::from_secs(10),
             async || marked(&format!("{mark}-time")).is_empty(),
         )
         .await;
-        if let Some(executor) = executor {
-            executor.abort();
-        }
     }
 }
 
@@ -327,15 +352,11 @@ async fn a_stdio_server_is_discovered_searched_and_executed_in_process_and_via_e
 /// local tool of such a group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_tools_of_other_groups_stay_hidden() {
-    let Some(program) = tokio::task::spawn_blocking(time_server).await.unwrap() else {
+    // dev-public acts as bob (public, ops): not in finance or admin.
+    let Some(fixture) = Fixture::start("dev-public", false).await else {
         return;
     };
-    let run_dir = tempfile::tempdir().unwrap();
-    let flag = run_dir.path().join("flag");
-    std::fs::write(&flag, "").unwrap();
-    let file = upstreams_file(&program, &flag, &unique_mark());
-    // dev-public acts as bob (public, ops): not in finance or admin.
-    let (server, _) = gateway("dev-public", file, false, run_dir.path()).await;
+    let server = &fixture.server;
     let client = legacy(&server.url, TestClient::plain()).await;
     discovered(&client, "public.time_get_current_time").await;
     let found = call_text(
@@ -362,7 +383,7 @@ async fn stdio_tools_of_other_groups_stay_hidden() {
         "the same answer as for a local tool of another group"
     );
     client.cancel().await.unwrap();
-    server.stop().await;
+    fixture.stop().await;
 }
 
 /// A server killed under the gateway is started again by the next call; one that cannot
@@ -370,15 +391,10 @@ async fn stdio_tools_of_other_groups_stay_hidden() {
 /// backoff) once it can start again. The rest of the catalog is untouched throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
-    let Some(program) = tokio::task::spawn_blocking(time_server).await.unwrap() else {
+    let Some(fixture) = Fixture::start("dev-admin", false).await else {
         return;
     };
-    let run_dir = tempfile::tempdir().unwrap();
-    let flag = run_dir.path().join("flag");
-    std::fs::write(&flag, "").unwrap();
-    let mark = unique_mark();
-    let file = upstreams_file(&program, &flag, &mark);
-    let (server, _) = gateway("dev-admin", file, false, run_dir.path()).await;
+    let server = &fixture.server;
     let client = stateless(&server.url, TestClient::plain()).await;
     discovered(&client, "public.flaky_get_current_time").await;
     let now = async |key: &str| execute(&client, key, json!({"timezone": "UTC"})).await;
@@ -388,7 +404,7 @@ async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
     );
 
     // Killed: the next calls start it again.
-    let before = marked(&format!("{mark}-time"));
+    let before = fixture.pids("time");
     assert_eq!(before.len(), 1, "{before:?}");
     // SAFETY: kill(2) touches no memory; the pid is the server this test's gateway started.
     unsafe { libc::kill(before[0], libc::SIGKILL) };
@@ -403,13 +419,13 @@ async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
         },
     )
     .await;
-    let after = marked(&format!("{mark}-time"));
+    let after = fixture.pids("time");
     assert_eq!(after.len(), 1, "{after:?}");
     assert_ne!(after, before, "a new process");
 
     // Cannot start any more: its tools stay listed, calls fail at once and clearly.
-    std::fs::remove_file(&flag).unwrap();
-    let flaky = marked(&format!("{mark}-flaky"));
+    std::fs::remove_file(&fixture.flag).unwrap();
+    let flaky = fixture.pids("flaky");
     assert_eq!(flaky.len(), 1, "{flaky:?}");
     // SAFETY: as above.
     unsafe { libc::kill(flaky[0], libc::SIGKILL) };
@@ -424,7 +440,10 @@ async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
         },
     )
     .await;
-    assert!(!failure.contains(&*program.to_string_lossy()), "{failure}");
+    assert!(
+        !failure.contains(&*fixture.program.to_string_lossy()),
+        "{failure}"
+    );
     let started = Instant::now();
     let r = now("public.flaky_get_current_time").await;
     assert_eq!(r.is_error, Some(true));
@@ -452,7 +471,7 @@ async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
     assert_eq!(text(&local), "local");
 
     // It can start again: discovery's backoff brings it back.
-    std::fs::write(&flag, "").unwrap();
+    std::fs::write(&fixture.flag, "").unwrap();
     until(
         "the broken server comes back",
         Duration::from_secs(60),
@@ -465,5 +484,5 @@ async fn a_killed_server_is_started_again_and_a_broken_one_keeps_its_tools() {
     )
     .await;
     client.cancel().await.unwrap();
-    server.stop().await;
+    fixture.stop().await;
 }
