@@ -50,13 +50,19 @@ class Everything:
         return bool(up)
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc)
+
+
+def stop_process(proc):
+    """SIGTERM, then SIGKILL after 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def status(c, name):
@@ -131,12 +137,7 @@ def list_changed(c, port):
         c.check("mcc_operator_mcpserver_tools shows its 2 tools", tools == 2, tools)
     finally:
         c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "changing", "--ignore-not-found")
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def steps(c, everything, port):
@@ -268,9 +269,4 @@ def custom_ca(c, port):
     finally:
         c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "tls", "tls-noca", "tls-otherca",
                    "--ignore-not-found")
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
