@@ -8,21 +8,35 @@
 //! `server/discover` (2026-07-28) and falls back to the legacy `initialize` handshake.
 //! A legacy session keeps a standing stream, on which `notifications/tools/list_changed`
 //! wakes discovery ([`Handler`]).
+//!
+//! One session serves every caller's calls at once, so what an upstream sends about a
+//! call is routed by the call, never by the session: [`Calls`] holds the calls in flight
+//! by the request id and progress token rmcp gave each `tools/call` (the gateway's own,
+//! never a caller's). `notifications/progress` go to the call whose token they name;
+//! an `elicitation/create` goes to the call whose response stream (streamable HTTP) it
+//! arrived on, or (stdio, where no stream tells) to the only call in flight. Anything
+//! else is dropped (progress) or declined (a question).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::annotations::Annotations;
 use crate::upstream::{Discovered, MAX_CA_BYTES, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams, ProtocolVersion,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, Implementation, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
 };
-use rmcp::service::{ClientCacheConfig, NotificationContext, RoleClient, RunningService};
+use rmcp::service::{
+    ClientCacheConfig, InboundStreamOrigin, NotificationContext, RequestContext, RoleClient,
+    RunningService,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 /// The largest response (JSON body or SSE event) taken from an upstream.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -31,17 +45,34 @@ pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The client side of a session: what the gateway tells an upstream about itself, and
-/// what it does with the upstream's notifications.
+/// what it does with the upstream's notifications and questions.
 #[derive(Clone)]
 pub struct Handler {
     /// Woken by `notifications/tools/list_changed`: discovery runs again.
     pub list_changed: Arc<Notify>,
+    /// The calls in flight on this session, for progress and questions.
+    pub calls: Calls,
+}
+
+impl Handler {
+    pub fn new(list_changed: Arc<Notify>) -> Self {
+        Self {
+            list_changed,
+            calls: Calls::default(),
+        }
+    }
 }
 
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
+        // Form elicitation is declared so that upstreams may ask; each question is
+        // relayed to the caller of the call it belongs to, or declined ([`Calls`]).
+        let mut elicitation = ElicitationCapability::new();
+        elicitation.form = Some(FormElicitationCapability::default());
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(elicitation);
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcc", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -49,6 +80,152 @@ impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _ctx: NotificationContext<RoleClient>) {
         self.list_changed.notify_one();
     }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _ctx: NotificationContext<RoleClient>,
+    ) {
+        self.calls.progress(params);
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        ctx: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let origin = match ctx.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => Origin::Call(id.clone()),
+            Some(InboundStreamOrigin::Unassociated) => Origin::Unassociated,
+            None => Origin::Unknown,
+        };
+        Ok(self.calls.ask(origin, request).await)
+    }
+}
+
+/// The longest an upstream's question waits for the caller's answer (the call's own
+/// timeout may end it sooner).
+pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A question an upstream asked during a call, and where its answer goes.
+pub type Question = (ElicitRequestParams, oneshot::Sender<ElicitResult>);
+
+/// What a call in flight receives from its upstream.
+pub struct CallEvents {
+    /// The newest progress (a burst is coalesced: the reader takes the latest).
+    pub progress: watch::Receiver<Option<ProgressNotificationParam>>,
+    /// Questions, one at a time (a second while one is open is declined).
+    pub questions: mpsc::Receiver<Question>,
+}
+
+struct Route {
+    progress_token: ProgressToken,
+    progress: watch::Sender<Option<ProgressNotificationParam>>,
+    questions: mpsc::Sender<Question>,
+}
+
+/// Where a question arrived, as the transport tells it.
+enum Origin {
+    /// On the response stream of this outbound request.
+    Call(RequestId),
+    /// On a stream tied to no request (the standing GET stream).
+    Unassociated,
+    /// The transport cannot tell (stdio).
+    Unknown,
+}
+
+/// The calls in flight on one session, by request id (each holds its progress token).
+/// Bounded by the upstream's `max_concurrency`.
+#[derive(Clone, Default)]
+pub struct Calls {
+    routes: Arc<Mutex<HashMap<RequestId, Route>>>,
+}
+
+/// Removes its call's route when dropped.
+pub struct Registered {
+    calls: Calls,
+    id: RequestId,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.calls.routes.lock().expect("calls").remove(&self.id);
+    }
+}
+
+impl Calls {
+    /// Routes what the upstream sends about request `id` (whose `_meta.progressToken`
+    /// is `progress_token`) to the returned events, until the guard is dropped.
+    pub fn register(
+        &self,
+        id: RequestId,
+        progress_token: ProgressToken,
+    ) -> (Registered, CallEvents) {
+        let (progress, progress_rx) = watch::channel(None);
+        let (questions, questions_rx) = mpsc::channel(1);
+        self.routes.lock().expect("calls").insert(
+            id.clone(),
+            Route {
+                progress_token,
+                progress,
+                questions,
+            },
+        );
+        let guard = Registered {
+            calls: self.clone(),
+            id,
+        };
+        let events = CallEvents {
+            progress: progress_rx,
+            questions: questions_rx,
+        };
+        (guard, events)
+    }
+
+    /// Hands a progress notification to the call whose token it names; others (a stale
+    /// or made-up token) are dropped.
+    fn progress(&self, params: ProgressNotificationParam) {
+        let routes = self.routes.lock().expect("calls");
+        if let Some(route) = routes
+            .values()
+            .find(|r| r.progress_token == params.progress_token)
+        {
+            route.progress.send_replace(Some(params));
+        }
+    }
+
+    /// Relays a question to its call and waits for the answer; declines one that
+    /// belongs to no call, arrives while the call has one open, or is not answered in
+    /// [`QUESTION_TIMEOUT`].
+    async fn ask(&self, origin: Origin, request: ElicitRequestParams) -> ElicitResult {
+        let target = {
+            let routes = self.routes.lock().expect("calls");
+            match origin {
+                Origin::Call(id) => routes.get(&id).map(|r| r.questions.clone()),
+                // No stream says which call asks: only an unambiguous one is asked.
+                Origin::Unknown if routes.len() == 1 => {
+                    routes.values().next().map(|r| r.questions.clone())
+                }
+                Origin::Unknown | Origin::Unassociated => None,
+            }
+        };
+        let Some(target) = target else {
+            return decline();
+        };
+        let (tx, rx) = oneshot::channel();
+        if target.try_send((request, tx)).is_err() {
+            return decline();
+        }
+        match tokio::time::timeout(QUESTION_TIMEOUT, rx).await {
+            Ok(Ok(answer)) => answer,
+            _ => decline(),
+        }
+    }
+}
+
+/// The answer to a question nobody can answer.
+pub fn decline() -> ElicitResult {
+    ElicitResult::new(ElicitationAction::Decline)
 }
 
 /// A connected upstream.
@@ -133,7 +310,7 @@ pub async fn connect(
         .max_sse_event_size(MAX_RESPONSE_BYTES)
         .max_concurrent_requests(spec.max_concurrency);
     let transport = StreamableHttpClientTransport::with_client(client, config);
-    let handler = Handler { list_changed };
+    let handler = Handler::new(list_changed);
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,

@@ -89,7 +89,9 @@ pub async fn execute(
         state,
         tickets: &shared.approvals.tickets,
     };
-    let run = pipeline::execute(shared, call, request, &ask);
+    // An upstream tool's questions go to this caller ([`crate::upstream::relay`]).
+    let run = crate::upstream::relay::Caller::of(ctx)
+        .scope(pipeline::execute(shared, call, request, &ask));
     let executed = match &progress {
         Some(progress) => progress.scope(run).await,
         None => run.await,

@@ -9,6 +9,7 @@
 //!   executor, or the gateway's own process group in the embedded default), its stdio
 //!   the session's transport;
 //! - [`reply`]: a `tools/call` result, verbatim;
+//! - [`relay`]: the upstream's progress and questions during a call, to its caller;
 //! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
 //!
 //! Guarantees: discovery runs on the upstream's own schedule (`refresh`), again at once on
@@ -23,6 +24,7 @@ pub use mcc_catalog::upstream::client as connect;
 pub mod merge;
 #[cfg(feature = "kubernetes")]
 pub mod published;
+pub mod relay;
 pub mod reply;
 pub mod stdio;
 
@@ -32,7 +34,8 @@ use std::time::Duration;
 
 use mcc_catalog::Tool;
 use mcc_catalog::upstream::{self, UpstreamSpec};
-use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, RequestId, ServerResult};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
@@ -332,10 +335,17 @@ impl Server {
             })?;
         let session = self.session().await.map_err(|e| self.lost(&e))?;
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        match session.call_tool_once(params).await {
-            Ok(CallToolResponse::Complete(result)) => Ok(UpstreamReply::from_result(result)),
-            Ok(_) => Err(UpstreamError::InputRequired {
+        match self.send_call(&session, params).await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(UpstreamReply::from_result(result)),
+            Ok(ServerResult::EmptyResult(_)) => Ok(UpstreamReply::from_result(
+                rmcp::model::CallToolResult::success(vec![]),
+            )),
+            Ok(ServerResult::InputRequiredResult(_)) => Err(UpstreamError::InputRequired {
                 server: self.name().into(),
+            }),
+            Ok(_) => Err(UpstreamError::Refused {
+                server: self.name().into(),
+                message: "it answered tools/call with another kind of result".into(),
             }),
             Err(rmcp::ServiceError::McpError(e)) => Err(UpstreamError::Refused {
                 server: self.name().into(),
@@ -350,6 +360,32 @@ impl Server {
         }
     }
 
+    /// Sends one `tools/call` and waits for its result, relaying the upstream's progress
+    /// and questions about it to the caller ([`relay`]). rmcp gives the request a
+    /// progress token of this session's own; the caller's token never leaves the
+    /// gateway. Dropping the future sends `notifications/cancelled` for the request.
+    async fn send_call(
+        &self,
+        session: &Session,
+        params: CallToolRequestParams,
+    ) -> Result<ServerResult, rmcp::ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = session
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        let mut abandoned = CancelOnDrop {
+            peer: session.peer().clone(),
+            id: Some(handle.id.clone()),
+        };
+        let (_route, events) = session
+            .service()
+            .calls
+            .register(handle.id.clone(), handle.progress_token.clone());
+        let result = relay::drive(handle.await_response(), events).await;
+        abandoned.id = None;
+        result
+    }
     /// Records a lost connection (logged in full, shown as its kind) and wakes discovery.
     fn lost(&self, e: &ConnectError) -> UpstreamError {
         tracing::warn!(upstream = self.name(), error = %e, "upstream call failed; marking it unavailable");
@@ -453,6 +489,30 @@ impl Server {
             "upstream discovered"
         );
         Ok(changed)
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller stopped waiting for it.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let params = rmcp::model::CancelledNotificationParam::new(
+            Some(id),
+            Some("the caller cancelled the call".into()),
+        );
+        let note = rmcp::model::CancelledNotification::new(params);
+        // Best effort, after the call's future is gone: a closed session needs none.
+        tokio::spawn(async move {
+            let _ = peer.send_notification(note.into()).await;
+        });
     }
 }
 

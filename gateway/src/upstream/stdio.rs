@@ -95,7 +95,7 @@ pub async fn connect(
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: None,
         };
-        Handler { list_changed }
+        Handler::new(list_changed)
             .serve_with_lifecycle(transport, lifecycle)
             .await
             .map_err(|e| ConnectError::Connect(e.to_string()))
