@@ -83,4 +83,5 @@ mod session_store;
 mod tool_annotations;
 mod upstream_everything;
 mod upstream_published;
+mod upstream_relay;
 mod upstream_stdio;
