@@ -21,8 +21,9 @@
 //! query; cosines below `cos_floor` (unrelated sentences) count as nothing. With the
 //! default weights a perfect match on both scores 10; useful results typically score 2–8.
 //!
-//! Without embeddings (keyword-only) the score is the raw BM25 sum, as in MCC's
-//! Elasticsearch `match` query.
+//! Without embeddings (keyword-only) the score is the BM25 sum, as in MCC's
+//! Elasticsearch `match` query, times the tool's coverage
+//! ([`crate::KEYWORD_ONLY_COVERAGE_POWER`]).
 
 /// The fusion parameters (see the module doc for the formula). The defaults were chosen
 /// on half of the relevance suite's queries and checked on the other half (`tune_fusion`

@@ -266,3 +266,21 @@ fn dot_in_lanes_equals_the_plain_sum_for_every_length() {
         );
     }
 }
+
+#[test]
+fn keyword_only_scores_are_bm25_scaled_by_query_coverage() {
+    let index = SearchIndex::build(&catalog(), None, Fusion::default()).unwrap();
+    // "weather" matches one tool, "request" another: each covers part of the query.
+    let q = "weather request body";
+    let hits = search(&index, q, None, None);
+    let allowed = index.allowed_for(None);
+    let raw = index.keyword.search(q, 10, allowed).unwrap();
+    assert_eq!(hits.len(), raw.len());
+    for (bm25, i) in raw {
+        let cov = index.coverage.of(&index.keyword, q, &[i])[0];
+        assert!(cov > 0.0 && cov < 1.0, "{cov}");
+        let hit = hits.iter().find(|h| h.index == i).unwrap();
+        let want = bm25 * cov.powf(KEYWORD_ONLY_COVERAGE_POWER);
+        assert!((hit.score - want).abs() < 1e-5, "{} vs {want}", hit.score);
+    }
+}
