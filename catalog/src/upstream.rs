@@ -29,6 +29,7 @@ use crate::tool::{Param, ParamType, Tool, ToolKind};
 #[cfg(feature = "upstream-client")]
 pub mod client;
 mod published;
+pub mod session_context;
 pub mod stdio;
 
 pub use published::{CaRef, HeaderRef, PublishedUpstream, url_allowed, url_host};
@@ -85,6 +86,9 @@ pub struct UpstreamSpec {
     pub refresh: u64,
     pub cache_ttl: Option<u64>,
     pub rate_limit: Option<RateLimit>,
+    /// What of the caller's session is sent with each call (file mode's
+    /// `session_context:`; nothing by default, and always nothing in Kubernetes mode).
+    pub session_context: session_context::SessionContext,
     /// Where it was declared (`file.yaml: mcp_servers[0] 'everything'`).
     pub source: String,
 }
@@ -105,6 +109,7 @@ impl fmt::Debug for UpstreamSpec {
             .field("timeout", &self.timeout)
             .field("max_concurrency", &self.max_concurrency)
             .field("refresh", &self.refresh)
+            .field("session_context", &self.session_context)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -152,6 +157,8 @@ struct ServerEntry {
     cache_ttl: Option<u64>,
     #[serde(default)]
     rate_limit: Option<RateLimit>,
+    #[serde(default)]
+    session_context: session_context::SessionContext,
 }
 
 /// What is wrong with an `mcp_servers:` entry: the field and why.
@@ -246,6 +253,10 @@ pub fn parse_server(
             return Err(bad(field, "too many or too long patterns"));
         }
     }
+    entry
+        .session_context
+        .check()
+        .map_err(|(field, message)| ServerError { field, message })?;
     Ok(UpstreamSpec {
         groups: union_groups(file_groups, &entry.groups),
         name: entry.name,
@@ -262,6 +273,7 @@ pub fn parse_server(
         refresh: entry.refresh.unwrap_or(DEFAULT_REFRESH),
         cache_ttl: entry.cache_ttl,
         rate_limit: entry.rate_limit,
+        session_context: entry.session_context,
         source: source.to_string(),
     })
 }

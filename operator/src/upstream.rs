@@ -146,6 +146,7 @@ pub fn spec_of(
         refresh: spec.refresh_seconds.unwrap_or(upstream::DEFAULT_REFRESH),
         cache_ttl: spec.cache_ttl,
         rate_limit,
+        session_context: Default::default(),
         source: format!("MCPServer {ns}/{name}"),
     })
 }

@@ -301,7 +301,13 @@ impl Engine {
             });
         };
         let reply = upstreams
-            .call(server, name, call.params.clone(), timeout)
+            .call_with_context(
+                server,
+                name,
+                call.params.clone(),
+                Some(&call.context),
+                timeout,
+            )
             .await
             .map_err(|source| ExecError::Upstream { tool, source })?;
         Ok(Ran {

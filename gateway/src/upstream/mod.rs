@@ -9,6 +9,7 @@
 //!   executor, or the gateway's own process group in the embedded default), its stdio
 //!   the session's transport;
 //! - [`reply`]: a `tools/call` result, verbatim;
+//! - [`context`]: what of the caller's session a call carries (`session_context:`);
 //! - [`relay`]: the upstream's progress and questions during a call, to its caller;
 //! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
 //!
@@ -21,6 +22,7 @@
 //! (`notifications/cancelled`).
 
 pub use mcc_catalog::upstream::client as connect;
+pub mod context;
 pub mod merge;
 #[cfg(feature = "kubernetes")]
 pub mod published;
@@ -273,6 +275,21 @@ impl Upstreams {
         arguments: Map<String, Value>,
         timeout: Option<Duration>,
     ) -> Result<UpstreamReply, UpstreamError> {
+        self.call_with_context(server, tool, arguments, None, timeout)
+            .await
+    }
+
+    /// [`Self::call`] for a caller whose tool context (identity and visible session
+    /// variables) is `context`: the call carries what the upstream's `session_context`
+    /// declares of it ([`context`]).
+    pub async fn call_with_context(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Map<String, Value>,
+        context: Option<&Map<String, Value>>,
+        timeout: Option<Duration>,
+    ) -> Result<UpstreamReply, UpstreamError> {
         let Some(up) = self
             .inner
             .servers
@@ -287,7 +304,8 @@ impl Upstreams {
         };
         let timeout = timeout.or(self.inner.default_timeout);
         let seconds = timeout.map_or(0.0, |t| t.as_secs_f64());
-        let work = up.call(tool, arguments);
+        let meta = context.and_then(|c| context::meta(&up.spec.session_context, c));
+        let work = up.call(tool, arguments, meta);
         match timeout {
             Some(t) => tokio::time::timeout(t, work)
                 .await
@@ -318,6 +336,7 @@ impl Server {
         &self,
         tool: &str,
         arguments: Map<String, Value>,
+        meta: Option<Map<String, Value>>,
     ) -> Result<UpstreamReply, UpstreamError> {
         if let Some(reason) = self.unavailable() {
             return Err(UpstreamError::Unavailable {
@@ -334,7 +353,8 @@ impl Server {
                 reason: "it is being removed".into(),
             })?;
         let session = self.session().await.map_err(|e| self.lost(&e))?;
-        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        params.meta = meta.map(rmcp::model::RequestMetaObject::from);
         match self.send_call(&session, params).await {
             Ok(ServerResult::CallToolResult(result)) => Ok(UpstreamReply::from_result(result)),
             Ok(ServerResult::EmptyResult(_)) => Ok(UpstreamReply::from_result(

@@ -74,6 +74,7 @@ fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
         refresh: upstream::DEFAULT_REFRESH,
         cache_ttl: None,
         rate_limit: None,
+        session_context: Default::default(),
         source: format!("MCPServer {}", up.server),
     }
 }

@@ -206,3 +206,118 @@ async fn an_upstreams_question_is_relayed_to_a_legacy_caller_and_declined_otherw
     server.stop().await;
     everything.stop().await;
 }
+
+/// A stdio upstream on the official Python SDK (from mcp-server-time's venv): `whoami`
+/// answers with the `_meta` its call carried. (Its `ask_name` cannot ask over stdio: the
+/// SDK speaks 2026-07-28 there, which has no server-to-client requests.)
+const ECHO_SERVER: &str = r#"
+import json
+from pydantic import BaseModel
+from mcp.server.mcpserver import MCPServer, Context
+
+server = MCPServer("meta-echo")
+
+@server.tool()
+def whoami(ctx: Context) -> str:
+    """What this call's _meta carried."""
+    meta = ctx.request_context.meta
+    data = meta if isinstance(meta, dict) else (meta.model_dump(exclude_none=True) if meta else {})
+    return json.dumps(data, sort_keys=True, default=str)
+
+class Name(BaseModel):
+    name: str
+
+@server.tool()
+async def ask_name(ctx: Context) -> str:
+    """Asks the caller for a name."""
+    r = await ctx.elicit(message="Your name?", schema=Name)
+    return f"{r.action}: {r.data.name if r.action == 'accept' else '-'}"
+
+server.run()
+"#;
+
+/// The echo server twice: once declaring the session context it is sent, once not.
+async fn echo_gateway(dir: &std::path::Path) -> Option<Server> {
+    tokio::task::spawn_blocking(crate::upstream_stdio::time_server)
+        .await
+        .unwrap()?;
+    let python = crate::upstream_stdio::venv().join("bin/python");
+    let script = dir.join("echo_meta.py");
+    std::fs::write(&script, ECHO_SERVER).unwrap();
+    let (python, script) = (python.display(), script.display());
+    let file = format!(
+        r#"
+mcp_servers:
+  - name: echo
+    command: [{python}, {script}]
+    groups: [public]
+    prefix: echo_
+    session_context:
+      identity: true
+      variables: [project, region]
+  - name: plain
+    command: [{python}, {script}]
+    groups: [public]
+    prefix: plain_
+"#
+    );
+    let upstreams = ("tools/upstreams.yaml", file);
+    Some(start_configured("dev-admin", Some(&redis_url()), &[upstreams], |_| {}).await)
+}
+
+fn meta_of(result: &rmcp::model::CallToolResult) -> serde_json::Map<String, Value> {
+    let out = text(result);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_context_reaches_an_upstream_only_as_declared() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = echo_gateway(dir.path()).await else {
+        return;
+    };
+    for modern in [false, true] {
+        let listener = Listener::default();
+        let client = listen(&server.url, modern, listener).await;
+        for (name, value) in [("project", "apollo"), ("other", "not-declared")] {
+            let set = CallToolRequestParams::new("set_session")
+                .with_arguments(args(json!({"name": name, "value": value})));
+            client.call_tool(set).await.unwrap();
+        }
+        let token = "caller-token";
+        let declared = client
+            .call_tool(execute_with_token("public.echo_whoami", json!({}), token))
+            .await
+            .unwrap();
+        let meta = meta_of(&declared);
+        // dev-admin is the first user in group admin: alice.
+        assert_eq!(meta["dev.mcc/user"], json!("alice"), "{meta:?}");
+        assert_eq!(
+            meta["dev.mcc/groups"],
+            json!(["admin", "osint"]),
+            "{meta:?}"
+        );
+        // Only the declared variables the session holds; never the others.
+        assert_eq!(
+            meta["dev.mcc/session"],
+            json!({"project": "apollo"}),
+            "{meta:?}"
+        );
+        // The upstream request had a progress token of the gateway's, not the caller's.
+        let upstream_token = meta.get("progress_token").or(meta.get("progressToken"));
+        assert!(upstream_token.is_some(), "{meta:?}");
+        assert_ne!(upstream_token, Some(&json!(token)), "{meta:?}");
+
+        let plain = client
+            .call_tool(execute_with_token("public.plain_whoami", json!({}), token))
+            .await
+            .unwrap();
+        let meta = meta_of(&plain);
+        assert!(
+            !meta.keys().any(|k| k.starts_with("dev.mcc/")),
+            "nothing by default: {meta:?}"
+        );
+        client.cancel().await.unwrap();
+    }
+    server.stop().await;
+}

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 /// The version the tests were written against.
 const VERSION: &str = "2026.10.19";
 
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| "/tmp".into());
@@ -36,7 +36,7 @@ fn installed() -> bool {
 }
 
 /// The server's program, installed unless it is there; `None` when pip could not.
-fn time_server() -> Option<PathBuf> {
+pub(crate) fn time_server() -> Option<PathBuf> {
     // The tests of one binary run in parallel: one install at a time.
     static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
