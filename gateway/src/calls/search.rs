@@ -74,7 +74,7 @@ pub async fn search(
                     Some(Found {
                         key: tool.key.clone(),
                         score: h.score,
-                        signature: mcc_catalog::signature(tool),
+                        signature: super::text::signature(tool, &shared.approvals.policy),
                     })
                 })
                 .collect(),

@@ -197,7 +197,10 @@ impl McpServer {
             },
             "describe_tools" => parse::<DescribeArgs>(name, &args).map(|a| {
                 let groups = a.groups.unwrap_or_default();
-                text_result(name, text::describe_tools(&catalog(), user, &groups))
+                text_result(
+                    name,
+                    text::describe_tools(&catalog(), &self.shared.approvals.policy, user, &groups),
+                )
             }),
             "whoami" => parse::<NoArgs>(name, &args)
                 .map(|_| text_result(name, text::whoami(&catalog(), user))),
@@ -426,7 +429,8 @@ impl ServerHandler for McpServer {
         let call = CallCtx::from_request(&context);
         let cursor = request.as_ref().and_then(|r| r.cursor.as_deref());
         let catalog = self.shared.catalog.snapshot();
-        resources::list(&catalog, call.caller.user.as_ref(), cursor)
+        let policy = &self.shared.approvals.policy;
+        resources::list(&catalog, policy, call.caller.user.as_ref(), cursor)
     }
 
     async fn list_resource_templates(

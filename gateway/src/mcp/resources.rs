@@ -15,6 +15,7 @@
 //! that revision asks), so a read never tells one from the other.
 
 use mcc_catalog::User;
+use mcc_catalog::approval::Policy;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
@@ -45,6 +46,7 @@ fn tool_uri(key: &str) -> String {
 /// previous page).
 pub fn list(
     catalog: &Catalog,
+    policy: &Policy,
     user: Option<&User>,
     cursor: Option<&str>,
 ) -> Result<ListResourcesResult, McpError> {
@@ -60,7 +62,7 @@ pub fn list(
         .map(|t| {
             let resource = Resource::new(tool_uri(&t.key), t.key.clone())
                 .with_mime_type(MARKDOWN)
-                .with_size(text::tool_block(t).len() as u64);
+                .with_size(text::tool_block(t, policy).len() as u64);
             match t.description.trim() {
                 "" => resource,
                 d => resource.with_description(d),
@@ -111,7 +113,8 @@ pub async fn read(
     let catalog = shared.catalog.snapshot();
     let tool = view::visible_tool(&catalog, user, key).ok_or_else(not_found)?;
     Ok(ReadResourceResult::new(vec![
-        ResourceContents::text(text::tool_block(tool), uri).with_mime_type(MARKDOWN),
+        ResourceContents::text(text::tool_block(tool, &shared.approvals.policy), uri)
+            .with_mime_type(MARKDOWN),
     ]))
 }
 
@@ -147,14 +150,14 @@ mod tests {
     #[test]
     fn pages_follow_the_uri_order_and_end() {
         let c = catalog(150);
-        let first = list(&c, None, None).unwrap();
+        let first = list(&c, &Policy::default(), None, None).unwrap();
         assert_eq!(first.resources.len(), PAGE_SIZE);
         assert_eq!(first.resources[0].uri, SESSION);
         assert_eq!(first.resources[1].uri, "mcc://tools/public.t000");
         assert_eq!(first.resources[1].mime_type.as_deref(), Some(MARKDOWN));
         let cursor = first.next_cursor.clone().unwrap();
         assert_eq!(cursor, "mcc://tools/public.t098");
-        let second = list(&c, None, Some(&cursor)).unwrap();
+        let second = list(&c, &Policy::default(), None, Some(&cursor)).unwrap();
         assert_eq!(second.resources.len(), 51);
         assert_eq!(second.resources[0].uri, "mcc://tools/public.t099");
         assert!(second.next_cursor.is_none());
@@ -165,6 +168,6 @@ mod tests {
                 .chain(&second.resources)
                 .all(|r| !r.uri.contains("admin"))
         );
-        assert!(list(&c, None, Some("garbage")).is_err());
+        assert!(list(&c, &Policy::default(), None, Some("garbage")).is_err());
     }
 }

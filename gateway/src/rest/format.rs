@@ -4,8 +4,10 @@
 
 use axum::http::HeaderMap;
 use mcc_catalog::Tool;
+use mcc_catalog::approval::Policy;
 
 use super::error::ApiError;
+use crate::calls::text::signature;
 
 /// A representation of the tool list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +64,7 @@ impl Format {
 }
 
 /// `# Tools` and each tool's signature block, a blank line apart.
-pub fn markdown(tools: &[&Tool]) -> String {
+pub fn markdown(tools: &[&Tool], policy: &Policy) -> String {
     let mut out = String::from("# Tools\n");
     if tools.is_empty() {
         out.push('\n');
@@ -71,13 +73,13 @@ pub fn markdown(tools: &[&Tool]) -> String {
     }
     for tool in tools {
         out.push('\n');
-        out.push_str(&mcc_catalog::signature(tool));
+        out.push_str(&signature(tool, policy));
     }
     out
 }
 
 /// A small self-contained page: each tool's key as a heading and its signature block.
-pub fn html(tools: &[&Tool]) -> String {
+pub fn html(tools: &[&Tool], policy: &Policy) -> String {
     let mut out = String::from(
         "<!doctype html>\n<html lang=\"en\">\n<head><meta charset=\"utf-8\"><title>MCC tools</title></head>\n<body>\n<h1>Tools</h1>\n",
     );
@@ -90,7 +92,7 @@ pub fn html(tools: &[&Tool]) -> String {
     for tool in tools {
         out.push_str(&format!(
             "<section id=\"{key}\">\n<h2><code>{key}</code></h2>\n<pre>{}</pre>\n</section>\n",
-            escape(&mcc_catalog::signature(tool)),
+            escape(&signature(tool, policy)),
             key = escape(&tool.key),
         ));
     }
@@ -149,9 +151,11 @@ mod tests {
             "description": "<script>alert('x')</script> & more"
         }))
         .unwrap();
-        let page = html(&[&tool]);
+        let page = html(&[&tool], &Policy::default());
         assert!(!page.contains("<script>"), "{page}");
         assert!(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; more"));
-        assert!(markdown(&[&tool]).starts_with("# Tools\n\n## public.x () -> "));
+        assert!(
+            markdown(&[&tool], &Policy::default()).starts_with("# Tools\n\n## public.x () -> ")
+        );
     }
 }

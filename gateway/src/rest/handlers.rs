@@ -86,12 +86,15 @@ pub async fn list_tools(
     let body = match format {
         Format::Json => {
             let list = ToolList {
-                tools: tools.into_iter().map(ToolInfo::from).collect(),
+                tools: tools
+                    .into_iter()
+                    .map(|t| ToolInfo::new(t, &shared.approvals.policy))
+                    .collect(),
             };
             return Ok(Json(list).into_response());
         }
-        Format::Markdown => format::markdown(&tools),
-        Format::Html => format::html(&tools),
+        Format::Markdown => format::markdown(&tools, &shared.approvals.policy),
+        Format::Html => format::html(&tools, &shared.approvals.policy),
     };
     Ok(([(header::CONTENT_TYPE, format.content_type())], body).into_response())
 }
@@ -115,7 +118,7 @@ pub async fn get_tool(
 ) -> Result<Json<ToolInfo>, ApiError> {
     let catalog = shared.catalog.snapshot();
     view::visible_tool(&catalog, call.caller.user.as_ref(), &key)
-        .map(|t| Json(ToolInfo::from(t)))
+        .map(|t| Json(ToolInfo::new(t, &shared.approvals.policy)))
         .ok_or(ApiError::NotFound(key))
 }
 

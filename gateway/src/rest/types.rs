@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use mcc_catalog::Tool;
+use mcc_catalog::approval::Policy;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -32,8 +33,14 @@ pub struct ToolInfo {
     pub params: Vec<ParamInfo>,
     /// What a call returns, in MCC's notation (`str | (int, str, str)` for shell tools).
     pub returns: String,
-    /// MCC's signature block, the text `search` shows.
+    /// MCC's signature block, the text `search` shows (ending with `Approval: required`
+    /// when `approval` is there).
     pub signature: String,
+    /// `required` when a call of this tool needs a person's approval first (the tool's
+    /// own `approval: required` or the platform's groups): `POST /v1/tools/{key}` then
+    /// answers `428` with a ticket to approve. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
     /// MCP's tool annotations (title and hints), where the tool declares any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<AnnotationsInfo>,
@@ -76,8 +83,9 @@ pub struct ParamInfo {
     pub example: Option<Value>,
 }
 
-impl From<&Tool> for ToolInfo {
-    fn from(tool: &Tool) -> Self {
+impl ToolInfo {
+    /// `tool` as a caller sees it, under the platform's approval `policy`.
+    pub fn new(tool: &Tool, policy: &Policy) -> Self {
         ToolInfo {
             key: tool.key.clone(),
             name: tool.name.clone(),
@@ -96,7 +104,9 @@ impl From<&Tool> for ToolInfo {
                 })
                 .collect(),
             returns: tool.signature_return_type().to_string(),
-            signature: mcc_catalog::signature(tool),
+            signature: crate::calls::text::signature(tool, policy),
+            approval: mcc_catalog::approval::required(tool, policy)
+                .then(|| mcc_catalog::approval::REQUIRED.to_string()),
             annotations: (!tool.annotations.is_empty()).then(|| {
                 let a = &tool.annotations;
                 AnnotationsInfo {

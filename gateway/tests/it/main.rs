@@ -42,6 +42,7 @@ mod abuse_search;
 mod abuse_session_ids;
 mod abuse_sessions;
 mod approval;
+mod approval_shown;
 mod audit_trail;
 mod auth_api_key;
 mod auth_jwks;
