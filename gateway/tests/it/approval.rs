@@ -497,3 +497,66 @@ async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
     let text = again["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("unknown, expired or already used"), "{again}");
 }
+
+/// A legacy client's approval answer works across replicas, as a missing-params answer
+/// does (`replicas_elicitation`): the call's stream is on A, the client's answer to the
+/// question is POSTed to B and relayed to the call waiting on A. Accept runs the call;
+/// decline ends it with approval's own text, so the answer itself crossed, not a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_approval_answered_on_another_replica_resumes_the_call() {
+    use crate::replicas_elicitation::{initialize_eliciting, next_message};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
+    std::fs::write(dir.path().join("tools").join("tools.yaml"), tools_file()).unwrap();
+    let prefix = rest_support::unique("approval-legacy-replicas");
+    let env = [
+        ("REDIS_URL", redis_url()),
+        ("MCC_LOG", "warn".to_string()),
+        ("MCC_SESSION__KEY_PREFIX", prefix),
+    ];
+    let a = spawn_gateway(dir.path(), &env).await;
+    let b = spawn_gateway(dir.path(), &env).await;
+    let http = http_client();
+    let sid = initialize_eliciting(&http, &a.url).await;
+
+    for (id, action, expected) in [
+        (7, "accept", DEPLOYED.to_string()),
+        (8, "decline", declined("ops.deploy")),
+    ] {
+        let flow = async {
+            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "execute", "arguments": deploy("web")}});
+            let mut stream = http
+                .post(&a.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &sid)
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(call.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(stream.status().as_u16(), 200);
+            let mut buffer = String::new();
+            let question = next_message(&mut stream, &mut buffer, |m| {
+                m["method"] == "elicitation/create"
+            })
+            .await;
+            let message = question["params"]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with("Approve running tool 'ops.deploy' with these arguments"),
+                "{question}"
+            );
+            let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+                "result": {"action": action, "content": {}}});
+            let (status, _, msgs) = post(&http, &b.url, Some(&sid), answer.to_string()).await;
+            assert_eq!(status, 202, "{msgs:?}");
+            let reply = next_message(&mut stream, &mut buffer, |m| m["id"] == json!(id)).await;
+            reply["result"]["content"][0]["text"].clone()
+        };
+        let text = tokio::time::timeout(Duration::from_secs(30), flow)
+            .await
+            .expect("the call on A resumed within 30 s (the question's own TTL is 300 s)");
+        assert_eq!(text, json!(expected), "{action} answered on B");
+    }
+}

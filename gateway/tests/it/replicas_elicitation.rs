@@ -11,8 +11,9 @@ use mcp_support::replica::*;
 use mcp_support::*;
 use serde_json::{Value, json};
 
-/// The legacy handshake, declaring elicitation; returns the session id.
-async fn initialize_eliciting(http: &reqwest::Client, url: &str) -> String {
+/// The legacy handshake, declaring elicitation; returns the session id. (Also used by
+/// `approval`'s cross-replica test.)
+pub(crate) async fn initialize_eliciting(http: &reqwest::Client, url: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {"elicitation": {}},
         "clientInfo": {"name": "raw", "version": "0"}}});
@@ -26,7 +27,7 @@ async fn initialize_eliciting(http: &reqwest::Client, url: &str) -> String {
 }
 
 /// Reads SSE `data:` messages from `resp` until one satisfies `want`.
-async fn next_message(
+pub(crate) async fn next_message(
     resp: &mut reqwest::Response,
     buffer: &mut String,
     want: impl Fn(&Value) -> bool,
