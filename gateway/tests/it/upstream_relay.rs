@@ -208,7 +208,7 @@ async fn an_upstreams_question_is_relayed_to_a_legacy_caller_and_declined_otherw
 }
 
 /// A stdio upstream on the official Python SDK (from mcp-server-time's venv): `whoami`
-/// answers with the `_meta` its call carried. (Its `ask_name` cannot ask over stdio: the
+/// answers with the `_meta` its call carried, `wait` records its own cancellation. (Its `ask_name` cannot ask over stdio: the
 /// SDK speaks 2026-07-28 there, which has no server-to-client requests.)
 const ECHO_SERVER: &str = r#"
 import json
@@ -223,6 +223,20 @@ def whoami(ctx: Context) -> str:
     meta = ctx.request_context.meta
     data = meta if isinstance(meta, dict) else (meta.model_dump(exclude_none=True) if meta else {})
     return json.dumps(data, sort_keys=True, default=str)
+
+@server.tool()
+async def wait(path: str) -> str:
+    """Waits; records in `path` that it started, then whether it was cancelled."""
+    import anyio
+    with open(path, "w") as f:
+        f.write("started")
+    try:
+        await anyio.sleep(60)
+    except BaseException:
+        with open(path, "w") as f:
+            f.write("cancelled")
+        raise
+    return "waited"
 
 class Name(BaseModel):
     name: str
@@ -317,6 +331,45 @@ async fn session_context_reaches_an_upstream_only_as_declared() {
             !meta.keys().any(|k| k.starts_with("dev.mcc/")),
             "nothing by default: {meta:?}"
         );
+        client.cancel().await.unwrap();
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_execute_cancels_the_upstream_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(server) = echo_gateway(dir.path()).await else {
+        return;
+    };
+    for modern in [false, true] {
+        let record = dir.path().join(format!("wait-{modern}"));
+        let client = listen(&server.url, modern, Listener::default()).await;
+        let call = CallToolRequestParams::new("execute").with_arguments(args(json!({
+            "key": "public.plain_wait", "params": {"path": record.display().to_string()}
+        })));
+        let peer = client.peer().clone();
+        let running = tokio::spawn(async move { peer.call_tool(call).await });
+        let read = || std::fs::read_to_string(&record).unwrap_or_default();
+        let started = std::time::Instant::now();
+        while read() != "started" {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "never started"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // The caller gives up: rmcp's client sends notifications/cancelled for it.
+        running.abort();
+        let cancelled = std::time::Instant::now();
+        while read() != "cancelled" {
+            assert!(
+                cancelled.elapsed() < std::time::Duration::from_secs(10),
+                "modern={modern}: the upstream request was not cancelled ({})",
+                read()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
         client.cancel().await.unwrap();
     }
     server.stop().await;
