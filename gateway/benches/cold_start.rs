@@ -255,11 +255,12 @@ fn main() {
     .tools;
     assert_eq!(tools.len(), n);
     let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();
-    let texts: Vec<&str> = tools
+    let owned: Vec<String> = tools
         .iter()
         .zip(&signatures)
         .flat_map(|(t, s)| embedding_texts(t, s))
         .collect();
+    let texts: Vec<&str> = owned.iter().map(String::as_str).collect();
     let embedder = Embedder::local(&model).unwrap();
     let bare = || {
         let t = Instant::now();

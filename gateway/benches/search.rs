@@ -277,7 +277,7 @@ fn forget_in_redis(redis: &str, embedder: &Embedder, tools: &[Tool]) {
             let signature = mcc_catalog::signature(t);
             embedding_texts(t, &signature)
                 .into_iter()
-                .map(|text| redis_key(&content_hash(embedder.id(), text)))
+                .map(|text| redis_key(&content_hash(embedder.id(), &text)))
                 .collect::<Vec<_>>()
         })
         .collect();

@@ -228,7 +228,10 @@ impl EmbeddingCache {
             ..CacheStats::default()
         };
         stats.redis_hits = self.fill_from_redis(&hashes, &mut found);
-        let missing: Vec<usize> = (0..texts.len()).filter(|&i| found[i].is_none()).collect();
+        let mut missing: Vec<usize> = (0..texts.len()).filter(|&i| found[i].is_none()).collect();
+        // Shortest first, over the whole catalog: each chunk then holds texts of similar
+        // length, so its batches pad little (the embedder sorts within a chunk only).
+        missing.sort_by_key(|&i| texts[i].len());
         stats.computed = missing.len();
         for chunk in missing.chunks(COMPUTE_CHUNK) {
             if superseded() {

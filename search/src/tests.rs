@@ -284,3 +284,48 @@ fn keyword_only_scores_are_bm25_scaled_by_query_coverage() {
         assert!((hit.score - want).abs() < 1e-5, "{} vs {want}", hit.score);
     }
 }
+
+#[test]
+fn a_tools_passages_combine_by_max_weight() {
+    // Passage "x" lies along the first axis, "y" along the second; the query along "x".
+    let embedder = Embedder::from_fn("axes", |texts| {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                if t.starts_with('x') {
+                    vec![1.0, 0.0]
+                } else {
+                    vec![0.0, 1.0]
+                }
+            })
+            .collect())
+    });
+    let cache = EmbeddingCache::new(None).unwrap();
+    let tools = vec![tool(&["public"], "both", "")];
+    let passages = |_: &Tool, _: &str| vec!["x".to_string(), "y".to_string()];
+    for (max_weight, cos) in [(0.0, 0.5), (1.0, 1.0), (0.5, 0.75)] {
+        let index = SearchIndex::build_with(
+            &tools,
+            Some((&embedder, &cache)),
+            Fusion::default(),
+            (&passages, max_weight),
+            &|| false,
+        )
+        .unwrap();
+        let hits = index
+            .search(
+                "q",
+                Some(&[1.0, 0.0]),
+                Mode::Semantic,
+                index.allowed_for(None),
+                None,
+                1,
+            )
+            .unwrap();
+        let want = Fusion::default().semantic_only(cos);
+        assert!(
+            (hits[0].score - want).abs() < 1e-5,
+            "{max_weight}: {hits:?}"
+        );
+    }
+}
