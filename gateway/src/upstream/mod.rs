@@ -62,7 +62,11 @@ pub enum UpstreamError {
     Timeout { server: String, seconds: f64 },
     #[error("upstream '{server}' refused the call: {message}")]
     Refused { server: String, message: String },
-    #[error("upstream '{server}' asked for input; relaying upstream questions is not supported")]
+    /// A 2026-07-28 upstream's `input_required` result: answering it takes a retry of
+    /// the upstream call, which is not built (legacy upstreams' questions are relayed).
+    #[error(
+        "upstream '{server}' asked for input with input_required; only questions asked within the call (elicitation/create) are relayed"
+    )]
     InputRequired { server: String },
 }
 
