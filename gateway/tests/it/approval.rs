@@ -16,7 +16,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, 
 use serde_json::{Value, json};
 
 /// Tools that ask for approval themselves, one cached, after the standard ones (among
-/// them `public.echo` and `ops.restart`, which do not).
+/// them `public.echo` and `ops.restart`, which do not). Also `approval_shown`'s tools.
 const APPROVAL_TOOLS: &str = r#"
   - name: deploy
     groups: [ops]
@@ -38,7 +38,7 @@ const APPROVAL_TOOLS: &str = r#"
     exec: date +%s%N
 "#;
 
-fn tools_file() -> String {
+pub(crate) fn tools_file() -> String {
     format!("{}{APPROVAL_TOOLS}", mcp_support::TOOLS.trim_end())
 }
 
@@ -472,8 +472,9 @@ async fn raw_deploy(url: &str, extra: Value) -> Value {
     reply.unwrap_or_else(|| panic!("no reply: {msgs:?}"))["result"].clone()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
+/// Two `mcc-gateway serve` processes over these tools, sharing one Redis (and a key
+/// prefix of their own); the directory lives as long as they run.
+async fn two_replicas() -> (tempfile::TempDir, Replica, Replica) {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("tools")).unwrap();
     std::fs::write(dir.path().join("tools").join("tools.yaml"), tools_file()).unwrap();
@@ -485,6 +486,12 @@ async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
     ];
     let a = spawn_gateway(dir.path(), &env).await;
     let b = spawn_gateway(dir.path(), &env).await;
+    (dir, a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
+    let (_dir, a, b) = two_replicas().await;
 
     let first = raw_deploy(&a.url, json!({})).await;
     assert_eq!(first["resultType"], "input_required", "{first}");
@@ -504,18 +511,8 @@ async fn a_ticket_asked_on_one_replica_is_answered_on_another() {
 /// decline ends it with approval's own text, so the answer itself crossed, not a timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_legacy_approval_answered_on_another_replica_resumes_the_call() {
-    use crate::replicas_elicitation::{initialize_eliciting, next_message};
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("tools")).unwrap();
-    std::fs::write(dir.path().join("tools").join("tools.yaml"), tools_file()).unwrap();
-    let prefix = rest_support::unique("approval-legacy-replicas");
-    let env = [
-        ("REDIS_URL", redis_url()),
-        ("MCC_LOG", "warn".to_string()),
-        ("MCC_SESSION__KEY_PREFIX", prefix),
-    ];
-    let a = spawn_gateway(dir.path(), &env).await;
-    let b = spawn_gateway(dir.path(), &env).await;
+    use crate::replicas_elicitation::{initialize_eliciting, legacy_call, next_message};
+    let (_dir, a, b) = two_replicas().await;
     let http = http_client();
     let sid = initialize_eliciting(&http, &a.url).await;
 
@@ -526,17 +523,7 @@ async fn a_legacy_approval_answered_on_another_replica_resumes_the_call() {
         let flow = async {
             let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                 "params": {"name": "execute", "arguments": deploy("web")}});
-            let mut stream = http
-                .post(&a.url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", &sid)
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(call.to_string())
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(stream.status().as_u16(), 200);
+            let mut stream = legacy_call(&http, &a.url, &sid, &call).await;
             let mut buffer = String::new();
             let question = next_message(&mut stream, &mut buffer, |m| {
                 m["method"] == "elicitation/create"

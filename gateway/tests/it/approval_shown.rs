@@ -15,20 +15,6 @@ use rest_support::*;
 use rmcp::model::{ReadResourceRequestParams, ResourceContents};
 use serde_json::json;
 
-/// A tool that asks for approval itself, after the standard ones (`ops.restart` and
-/// `public.echo` do not).
-const FLAGGED: &str = r#"
-  - name: deploy
-    groups: [ops]
-    description: Deploy a service.
-    approval: required
-    params:
-      - name: service
-        type: str
-        required: true
-    exec: echo deployed
-"#;
-
 const LINE: &str = "Approval: required";
 
 async fn gateway(policy_groups: &[&str]) -> Server {
@@ -36,7 +22,7 @@ async fn gateway(policy_groups: &[&str]) -> Server {
     start_configured(
         "dev-admin",
         None,
-        &[("tools/tools.yaml", format!("{TOOLS}{FLAGGED}"))],
+        &[("tools/tools.yaml", crate::approval::tools_file())],
         |s| s.execution.approval.groups = groups,
     )
     .await
@@ -69,7 +55,8 @@ async fn tools_needing_approval_say_so_where_they_are_described() {
     ] {
         assert!(described.contains(block), "{block:?} in {described}");
     }
-    assert_eq!(described.matches(LINE).count(), 2, "{described}");
+    // ops.deploy, ops.restart and public.stamp.
+    assert_eq!(described.matches(LINE).count(), 3, "{described}");
 
     // The tool's resource is its describe_tools block.
     assert_eq!(
@@ -111,7 +98,11 @@ async fn tools_needing_approval_say_so_where_they_are_described() {
         .filter(|t| t["approval"] == "required")
         .map(|t| t["key"].as_str().unwrap())
         .collect();
-    assert_eq!(flagged, ["ops.deploy", "ops.restart"], "{list}");
+    assert_eq!(
+        flagged,
+        ["ops.deploy", "ops.restart", "public.stamp"],
+        "{list}"
+    );
     let markdown = get_text(&format!("{}/v1/tools?format=md", ops.base)).await;
     assert!(markdown.contains(signature), "{markdown}");
     client.cancel().await.unwrap();

@@ -26,6 +26,28 @@ pub(crate) async fn initialize_eliciting(http: &reqwest::Client, url: &str) -> S
     sid
 }
 
+/// POSTs the legacy `tools/call` `call` in session `sid` to `url`, accepting SSE: the
+/// response is the call's stream (questions, then the reply). Asserts it opened.
+pub(crate) async fn legacy_call(
+    http: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    call: &Value,
+) -> reqwest::Response {
+    let stream = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", sid)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    stream
+}
+
 /// Reads SSE `data:` messages from `resp` until one satisfies `want`.
 pub(crate) async fn next_message(
     resp: &mut reqwest::Response,
@@ -63,17 +85,7 @@ async fn an_elicitation_answer_sent_to_another_replica_resumes_the_call() {
         // The call on A: `message` is missing, so A asks on this call's stream.
         let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "execute", "arguments": {"key": "public.echo"}}});
-        let mut stream = http
-            .post(&a.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &sid)
-            .header("mcp-protocol-version", "2025-06-18")
-            .body(call.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(stream.status().as_u16(), 200);
+        let mut stream = legacy_call(&http, &a.url, &sid, &call).await;
         let mut buffer = String::new();
         let question = next_message(&mut stream, &mut buffer, |m| {
             m["method"] == "elicitation/create"
