@@ -93,6 +93,9 @@ up to 2 replicas without Redis | gateway.replicas=2 redis.enabled=false
 up to 6 replicas without Redis | gateway.replicas=1 gateway.autoscaling.enabled=true redis.enabled=false
 must be one of the following | gateway.catalog.source=configmap
 must be one of the following | redis.enabled=maybe
+an upstream must never receive such a token | upstreams.tokenAudiences[0].audience=mcc-gateway
+an upstream must never receive such a token | upstreams.tokenAudiences[0].audience=https://kubernetes.default.svc.cluster.local
+Must be greater than or equal to 600 | upstreams.tokenAudiences[0].audience=a.example upstreams.tokenAudiences[0].expirationSeconds=60
 Does not match pattern | redis.url=http://redis:6379
 set redis.url or redis.existingSecret, not both | redis.url=redis://r:6379 redis.existingSecret=s
 set redis.external or redis.url / redis.existingSecret, not both | redis.external.mode=single redis.external.addresses={r:6379} redis.url=redis://r:6379

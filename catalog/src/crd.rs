@@ -26,7 +26,7 @@ mod check;
 mod mcpserver;
 pub use check::check_tool;
 pub use mcpserver::{
-    MCPServer, MCPServerSpec, MCPServerStatus, SecretKey, UpstreamCa, UpstreamHeader,
+    MCPServer, MCPServerSpec, MCPServerStatus, SecretKey, UpstreamCa, UpstreamHeader, UpstreamToken,
 };
 
 /// The API group of both resources.

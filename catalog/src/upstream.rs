@@ -32,7 +32,10 @@ mod published;
 pub mod session_context;
 pub mod stdio;
 
-pub use published::{CaRef, HeaderRef, PublishedUpstream, url_allowed, url_host};
+pub use published::{
+    CaRef, HeaderRef, MAX_TOKEN_BYTES, PublishedUpstream, read_token, token_dir, token_file,
+    url_allowed, url_host,
+};
 
 /// At most this many tools are taken from one upstream; more is an error of the whole
 /// listing (the last good tools stay), not a silent cut.

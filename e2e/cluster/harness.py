@@ -120,7 +120,8 @@ class Cluster:
         op = HostPod(self.kube, NS, f"{RELEASE}-operator", "operator", f"{self.args.bin}/mcc-operator",
                      f"operator-{n}", self.args.workdir, pid_dir=self.pid_dir,
                      overrides={"MCC_METRICS_ADDR": f"127.0.0.1:{self.args.port_base + 50 + n}",
-                                "RUST_LOG": "info,kube=warn"})
+                                "RUST_LOG": "info,kube=warn",
+                                "MCC_UPSTREAM_TOKEN_DIR": self.upstream_token_dir(f"operator-{n}")})
         self.operators.append(op.start())
         return op
 
@@ -138,11 +139,17 @@ class Cluster:
                               "MCC_METRICS__PORT": str(port + 100),
                               "MCC_SERVER__ALLOWED_HOSTS": "127.0.0.1;localhost",
                               "MCC_EXECUTION__EXECUTOR_SOCKET": socket,
-                              "REDIS_URL": self.args.redis_url, "TMPDIR": self.args.workdir})
+                              "REDIS_URL": self.args.redis_url, "TMPDIR": self.args.workdir,
+                              "MCC_UPSTREAM_TOKEN_DIR": self.upstream_token_dir(f"gateway-{n}")})
         gateway.start()
         base = f"http://127.0.0.1:{port}"
         self.gateways.append((gateway, executor, base))
         return gateway, base
+
+    def upstream_token_dir(self, name):
+        """Where a host process finds its projected upstream tokens (the kubelet's
+        projection, written by upstreams.py with TokenRequests)."""
+        return os.path.join(self.args.workdir, "upstream-tokens", name)
 
     def stop_all(self):
         for gw, ex, _ in self.gateways:

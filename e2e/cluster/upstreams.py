@@ -15,19 +15,22 @@ operator for discovery and by both gateways for calls.
 The chart values (e2e/cluster/values.yaml) allow MCPServers in UPSTREAM_NS, at host
 127.0.0.1 only, with header Secrets named `ev-token` and CA ConfigMaps named
 `upstream-ca`."""
+import base64
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import urllib.request
 
-from harness import http, mcp
+from harness import NS, RELEASE, http, mcp
 from hostpod import wait_for
 
 UPSTREAM_NS = "mcc-e2e-upstream"
 EVERYTHING = os.path.expanduser(
     "~/.cache/mcc-upstream/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
 TOKEN = "Bearer e2e-upstream-token-not-for-the-catalog"
+AUDIENCE = "mcc-e2e-upstream-audience"  # upstreams.tokenAudiences in values.yaml
 CHANGING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "changing_upstream.py")
 
 
@@ -266,7 +269,59 @@ def custom_ca(c, port):
         err, _ = wait_for(lambda: status(c, "tls-otherca").get("lastError"), 60, 0.5)
         c.check("a ca ConfigMap outside upstreams.caConfigMapNames cannot be read (the status says so)",
                 bool(err) and "other-ca" in err and "may not read it" in err, err)
+        projected_tokens(c, url)
     finally:
         c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "tls", "tls-noca", "tls-otherca",
-                   "--ignore-not-found")
+                   "tls-token", "tls-api-audience", "--ignore-not-found")
         stop_process(proc)
+
+
+def jwt_claims(token):
+    payload = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+
+
+def projected_tokens(c, url):
+    """upstreams.tokenAudiences: the operator (discovery) and the gateways (calls) send
+    their own ServiceAccount's token of the approved audience; the API server refuses
+    that token; an MCPServer asking for the API server's audience is refused."""
+    # What the kubelet projects into each Pod (the chart's volume), here TokenRequests
+    # written where each host process looks (MCC_UPSTREAM_TOKEN_DIR).
+    sub = hashlib.sha256(AUDIENCE.encode()).hexdigest()[:16]
+    for name, sa in [(f"operator-{n}", f"{RELEASE}-operator") for n in (1, 2)] + \
+                    [(f"gateway-{n}", f"{RELEASE}-gateway") for n in (1, 2)]:
+        d = os.path.join(c.upstream_token_dir(name), sub)
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "token"), "w") as f:
+            f.write(c.kube.token(NS, sa, audience=AUDIENCE, duration="1h"))
+    ca = {"configMapKeyRef": {"name": "upstream-ca", "key": "ca.crt"}}
+    c.kube.apply([
+        mcpserver("tls-token", {"url": url, "groups": ["public"], "prefix": "tok_", "ca": ca,
+                                "serviceAccountToken": {"audience": AUDIENCE}}),
+        mcpserver("tls-api-audience", {"url": url, "groups": ["public"], "prefix": "api_", "ca": ca,
+                                       "serviceAccountToken": {
+                                           "audience": "https://kubernetes.default.svc.cluster.local"}})])
+    cond = c.wait_ready("mcpservers.mcc.dev", "tls-token", UPSTREAM_NS, timeout=60)
+    c.check("an MCPServer with serviceAccountToken (an approved audience) is Ready", bool(cond),
+            json.dumps(status(c, "tls-token"))[:300])
+    took = c.on_every_gateway(
+        lambda b: (lambda r: not r[1] and "first ran" in r[0])(execute(c, b, "public.tok_first", {})), 30)
+    c.check("... and both gateways call it", took is not None, took)
+    # The upstream serves https only: read what it saw through curl with the CA.
+    seen = subprocess.run(["curl", "-s", "--cacert", os.path.join(c.args.workdir, "upstream-tls", "ca.crt"),
+                           url.replace("/mcp", "/seen")], capture_output=True, text=True).stdout
+    tokens = [h.split(" ", 1)[1] for h in json.loads(seen or "[]") if h.startswith("Bearer ")]
+    subjects = {jwt_claims(t).get("sub") for t in tokens}
+    audiences = {tuple(jwt_claims(t).get("aud") or []) for t in tokens}
+    c.check("the upstream received the operator's and the gateway's own tokens, audience the approved one only",
+            {f"system:serviceaccount:{NS}:{RELEASE}-operator", f"system:serviceaccount:{NS}:{RELEASE}-gateway"}
+            <= subjects and audiences == {(AUDIENCE,)}, f"{sorted(s for s in subjects if s)} {audiences}")
+    server, api_ca = c.kube.server()
+    codes = {subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", api_ca,
+                             "-H", f"Authorization: Bearer {t}", f"{server}/api"],
+                            capture_output=True, text=True).stdout for t in set(tokens)}
+    c.check("the API server refuses every token the upstream received (401)", codes == {"401"}, codes)
+    cond = c.wait_ready("mcpservers.mcc.dev", "tls-api-audience", UPSTREAM_NS, timeout=30, status="False")
+    c.check("an MCPServer asking for the API server's audience is refused (UpstreamNotAllowed)",
+            bool(cond) and cond.get("reason") == "UpstreamNotAllowed" and "audience" in cond.get("message", ""),
+            json.dumps(cond)[:300])

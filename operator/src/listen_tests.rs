@@ -100,16 +100,36 @@ impl Changing {
 
 /// Serves `upstream` on a loopback port; returns its URL.
 pub(crate) async fn serve(upstream: Changing) -> String {
+    serve_recording(upstream).await.0
+}
+
+/// [`serve`], and the `Authorization` headers of every request it received.
+pub(crate) async fn serve_recording(upstream: Changing) -> (String, Arc<Mutex<Vec<String>>>) {
     let service = StreamableHttpService::new(
         move || Ok(upstream.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let seen: Arc<Mutex<Vec<String>>> = Default::default();
+    let record = seen.clone();
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                if let Some(v) = req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                {
+                    record.lock().unwrap().push(v.to_string());
+                }
+                next.run(req)
+            },
+        ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}/mcp")
+    (format!("http://{addr}/mcp"), seen)
 }
 
 pub(crate) fn upstream(legacy: bool) -> Changing {

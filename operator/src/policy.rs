@@ -56,6 +56,9 @@ pub struct Policy {
     /// The egress allow-list of upstream URLs ([`mcc_catalog::upstream::url_allowed`]);
     /// empty: no upstream is allowed.
     pub upstream_urls: Vec<String>,
+    /// Audiences of projected ServiceAccount tokens an MCPServer may ask for (checked at
+    /// startup: never the API server's or the gateway's own).
+    pub upstream_token_audiences: Vec<String>,
     /// Namespaces whose every Tool and upstream tool is published with approval
     /// required ([`Policy::requires_approval`]).
     pub approval_namespaces: BTreeSet<String>,
@@ -68,6 +71,9 @@ pub enum UpstreamRefusal {
     Namespace,
     /// Its URL is not on the egress allow-list.
     Url,
+    /// It asks for a ServiceAccount token of an audience the platform team did not
+    /// approve.
+    TokenAudience(String),
 }
 
 /// The namespaces where the gateway may create Pods.
@@ -133,6 +139,7 @@ impl Policy {
             session_all: BTreeSet::new(),
             upstream_namespaces: PodScope::Off,
             upstream_urls: Vec::new(),
+            upstream_token_audiences: Vec::new(),
             approval_namespaces: BTreeSet::new(),
         }
     }
@@ -161,6 +168,12 @@ impl Policy {
         } else {
             None
         }
+    }
+
+    /// Whether an MCPServer may ask for a projected token of `audience`.
+    pub fn refused_token_audience(&self, audience: &str) -> Option<UpstreamRefusal> {
+        (!self.upstream_token_audiences.iter().any(|a| a == audience))
+            .then(|| UpstreamRefusal::TokenAudience(audience.to_string()))
     }
 
     /// Whether this operator acts on objects of `namespace` at all.

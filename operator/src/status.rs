@@ -121,6 +121,10 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
                     "namespace {namespace} may not declare MCPServers (operator setting MCC_UPSTREAM_NAMESPACES; chart value upstreams.namespaces): the operator does not connect to it"
                 ),
                 UpstreamRefusal::Url => "spec.url is not on the platform team's egress allow-list (operator setting MCC_UPSTREAM_ALLOWED_URLS; chart value upstreams.allowed): the operator does not connect to it".to_string(),
+                UpstreamRefusal::TokenAudience(audience) => format!(
+                    "spec.serviceAccountToken.audience '{}' is not an approved audience (operator setting MCC_UPSTREAM_TOKEN_AUDIENCES; chart value upstreams.tokenAudiences): the operator does not connect to it",
+                    audience.chars().take(253).collect::<String>()
+                ),
             },
         ),
         Verdict::NotDiscovered { error } => (

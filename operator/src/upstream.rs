@@ -127,6 +127,30 @@ pub fn spec_of(
         return Err(invalid("timeout", "expected a positive number of seconds"));
     }
     ca_ref(server)?;
+    if let Some(t) = &spec.service_account_token {
+        if !spec.url.starts_with("https://") {
+            return Err(invalid(
+                "serviceAccountToken",
+                "a token is sent to an https:// url only",
+            ));
+        }
+        if t.audience.is_empty() {
+            return Err(invalid(
+                "serviceAccountToken.audience",
+                "expected an audience",
+            ));
+        }
+        if spec
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("authorization"))
+        {
+            return Err(invalid(
+                "serviceAccountToken",
+                "a header named Authorization is set too: give one of the two",
+            ));
+        }
+    }
     let rate_limit = crate::convert::rate_limit(spec.rate_limit.as_ref())?;
     Ok(UpstreamSpec {
         name: format!("{ns}/{name}"),
@@ -237,6 +261,8 @@ pub enum DiscoveryError {
     Header { header: String, problem: String },
     #[error("ca: {problem}")]
     Ca { problem: String },
+    #[error("serviceAccountToken: {problem}")]
+    Token { problem: String },
     #[error("Kubernetes API: {0}")]
     Kube(#[source] kube::Error),
     #[error(transparent)]
@@ -251,6 +277,7 @@ impl DiscoveryError {
             DiscoveryError::Invalid(_) => "invalid",
             DiscoveryError::Header { .. } => "header_secret",
             DiscoveryError::Ca { .. } => "ca",
+            DiscoveryError::Token { .. } => "token",
             DiscoveryError::Kube(_) => "kube",
             DiscoveryError::Upstream(e) => match e {
                 C::Ca { .. } => "ca",
@@ -327,7 +354,12 @@ pub async fn spec_with_headers(
     client: &Client,
     server: &MCPServer,
 ) -> Result<UpstreamSpec, DiscoveryError> {
-    let headers = header_values(client, server).await?;
+    let mut headers = header_values(client, server).await?;
+    if let Some(t) = &server.spec.service_account_token {
+        let token = upstream::read_token(&upstream::token_dir(), &t.audience)
+            .map_err(|problem| DiscoveryError::Token { problem })?;
+        headers.insert("Authorization".into(), format!("Bearer {token}"));
+    }
     let mut spec = spec_of(server, headers).map_err(|e| DiscoveryError::Invalid(e.to_string()))?;
     spec.ca_pem = ca_value(client, server).await?;
     Ok(spec)

@@ -251,3 +251,43 @@ async fn file_modes_ca_file_goes_through_the_same_rule() {
         "its ca_file cannot be used: no PEM CERTIFICATE block in it"
     );
 }
+
+/// A projected token (the kubelet's file under the token directory) goes to the upstream
+/// as `Authorization: Bearer`, over TLS; a missing or malformed file is refused by name,
+/// never quoting a token.
+#[tokio::test]
+async fn the_projected_token_of_the_audience_reaches_the_upstream() {
+    let (url, seen) = crate::listen::tests::serve_recording(upstream(true)).await;
+    let plain: SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .unwrap();
+    let url = format!("https://{}/mcp", tls_front(plain).await);
+    let dir = tempfile::tempdir().unwrap();
+    let file = mcc_catalog::upstream::token_file(dir.path(), "mcp.vendor.example");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, "eyJhbGciOi.projected.token\n").unwrap();
+
+    let token = mcc_catalog::upstream::read_token(dir.path(), "mcp.vendor.example").unwrap();
+    let headers = [("Authorization".to_string(), format!("Bearer {token}"))].into();
+    let mut spec = spec_of(&mcpserver(&url, None), headers).unwrap();
+    spec.ca_pem = Some(ca_pem());
+    assert_eq!(names(&discover_once(&spec).await.unwrap()), ["one"]);
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter()
+            .all(|h| h == "Bearer eyJhbGciOi.projected.token"),
+        "{seen:?}"
+    );
+
+    let e = mcc_catalog::upstream::read_token(dir.path(), "other.example").unwrap_err();
+    assert!(
+        e.contains("no projected ServiceAccount token for audience 'other.example'"),
+        "{e}"
+    );
+    std::fs::write(&file, "two\nlines").unwrap();
+    let e = mcc_catalog::upstream::read_token(dir.path(), "mcp.vendor.example").unwrap_err();
+    assert!(e.contains("is not a token") && !e.contains("two"), "{e}");
+}

@@ -58,6 +58,10 @@ use crate::upstream::{MAX_HEADERS, MAX_NAME};
     {
         "rule": "!has(self.ca) || self.url.startsWith('https://')",
         "message": "ca applies to an https:// url only"
+    },
+    {
+        "rule": "!has(self.serviceAccountToken) || self.url.startsWith('https://')",
+        "message": "a serviceAccountToken is sent to an https:// url only"
     }
 ]))]
 pub struct MCPServerSpec {
@@ -95,6 +99,13 @@ pub struct MCPServerSpec {
     /// the operator (discovery) and the gateway (calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<UpstreamCa>,
+    /// Send a projected ServiceAccount token as `Authorization: Bearer` (https:// only):
+    /// the gateway's own for calls, the operator's for discovery, each with this
+    /// audience, which must be one the platform team approved (chart value
+    /// `upstreams.tokenAudiences`; never the API server's or the gateway's own). Not
+    /// with a header named `Authorization`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_token: Option<UpstreamToken>,
     /// Seconds one `tools/call` may take (default: the gateway's tool timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.001, max = 86400.0))]
@@ -130,6 +141,14 @@ pub struct UpstreamHeader {
     pub name: String,
     /// The Secret (in the MCPServer's namespace) and key holding the value.
     pub secret_key_ref: SecretKey,
+}
+
+/// A projected ServiceAccount token for an upstream.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct UpstreamToken {
+    /// The token's audience (`aud`): one of the chart's `upstreams.tokenAudiences`.
+    #[schemars(length(min = 1, max = 253))]
+    pub audience: String,
 }
 
 /// Where an upstream's CA certificates are: exactly one of the two.

@@ -23,6 +23,10 @@ pub struct PublishedUpstream {
     /// Where the CA certificates (PEM) trusted for this upstream are, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<CaRef>,
+    /// Send the caller-independent projected ServiceAccount token of this audience
+    /// (`Authorization: Bearer`, read from [`token_file`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_audience: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
     pub max_concurrency: usize,
@@ -40,6 +44,58 @@ pub struct HeaderRef {
     pub name: String,
     pub secret: String,
     pub key: String,
+}
+
+/// Where the kubelet projects the ServiceAccount token of `audience` under `dir` (the
+/// chart mounts one `serviceAccountToken` projection per approved audience at the same
+/// path: `<dir>/<first 16 hex digits of SHA-256(audience)>/token`, in
+/// `mcc.upstreamTokenPath`). The operator (discovery) and the gateway (calls) each read
+/// their own.
+pub fn token_file(dir: &std::path::Path, audience: &str) -> std::path::PathBuf {
+    use sha2::Digest;
+    let hash = hex::encode(sha2::Sha256::digest(audience.as_bytes()));
+    dir.join(&hash[..16]).join("token")
+}
+
+/// Where projected upstream tokens are mounted (`MCC_UPSTREAM_TOKEN_DIR`; the chart's
+/// default path).
+pub fn token_dir() -> std::path::PathBuf {
+    std::env::var_os("MCC_UPSTREAM_TOKEN_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || std::path::PathBuf::from("/var/run/secrets/mcc.dev/upstream-tokens"),
+            std::path::PathBuf::from,
+        )
+}
+
+/// The largest projected token read (a JWT; Kubernetes' are ~1 KiB).
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// The token of [`token_file`], checked: at most [`MAX_TOKEN_BYTES`], one line of
+/// visible ASCII (it becomes a header value). The error never holds the token.
+pub fn read_token(dir: &std::path::Path, audience: &str) -> Result<String, String> {
+    use std::io::Read;
+    let path = token_file(dir, audience);
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_TOKEN_BYTES as u64 + 1).read_to_string(&mut text))
+        .map_err(|e| {
+            format!(
+                "no projected ServiceAccount token for audience '{audience}' at {} ({e}; chart value upstreams.tokenAudiences)",
+                path.display()
+            )
+        })?;
+    let token = text.trim();
+    if text.len() > MAX_TOKEN_BYTES
+        || token.is_empty()
+        || !token.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(format!(
+            "the projected token at {} is not a token (empty, over {MAX_TOKEN_BYTES} bytes, or not one line)",
+            path.display()
+        ));
+    }
+    Ok(token.to_string())
 }
 
 /// A key of a ConfigMap or Secret in the upstream's namespace holding PEM CA

@@ -400,3 +400,35 @@ http; both for a host entry). Used by the operator's and the gateway's NetworkPo
 {{ toYaml (list $rule) }}
 {{- end }}
 {{- end }}
+
+{{/*
+Projected ServiceAccount tokens for upstream MCP servers (upstreams.tokenAudiences,
+docs/upstreams.md): one serviceAccountToken source per approved audience at
+`<first 16 hex digits of sha256(audience)>/token` (mcc_catalog::upstream::token_file),
+mounted at /var/run/secrets/mcc.dev/upstream-tokens in the operator (discovery) and the
+gateway container (calls), never the executor. An audience the API server accepts by
+default, or the gateway's own, fails the render: an upstream would receive a token
+either would take.
+*/}}
+{{- define "mcc.upstreamTokenVolume" -}}
+{{- $forbidden := list "https://kubernetes.default.svc" "https://kubernetes.default.svc.cluster.local" "kubernetes.default.svc" "kubernetes" .Values.gateway.auth.tokenAudience }}
+- name: upstream-tokens
+  projected:
+    defaultMode: 0444
+    sources:
+      {{- range .Values.upstreams.tokenAudiences }}
+      {{- if has .audience $forbidden }}
+      {{- fail (printf "upstreams.tokenAudiences: %q is an audience the Kubernetes API server or the gateway (gateway.auth.tokenAudience) accepts; an upstream must never receive such a token" .audience) }}
+      {{- end }}
+      - serviceAccountToken:
+          audience: {{ .audience | quote }}
+          expirationSeconds: {{ .expirationSeconds | default 3600 }}
+          path: {{ printf "%s/token" (sha256sum .audience | trunc 16) }}
+      {{- end }}
+{{- end }}
+
+{{- define "mcc.upstreamTokenMount" -}}
+- name: upstream-tokens
+  mountPath: /var/run/secrets/mcc.dev/upstream-tokens
+  readOnly: true
+{{- end }}

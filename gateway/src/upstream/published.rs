@@ -22,33 +22,41 @@ use crate::exec::environment::EnvResolver;
 pub struct Headers {
     resolver: Option<Arc<dyn EnvResolver>>,
     refs: ToolRefs,
+    /// The audience of the projected ServiceAccount token sent as `Authorization`.
+    token_audience: Option<String>,
 }
 
 impl Headers {
-    /// `spec` with its header values read now.
+    /// `spec` with its header values, CA and token read now (the token file is the
+    /// kubelet's, rotated in place: a new connection takes the current one).
     pub(super) async fn spec_with_values(
         &self,
         spec: &UpstreamSpec,
     ) -> Result<UpstreamSpec, ConnectError> {
-        if self.refs.env_value_from.is_empty() {
-            return Ok(spec.clone());
-        }
-        let Some(resolver) = &self.resolver else {
-            return Err(ConnectError::Headers(
-                "no Kubernetes client to read header Secrets".into(),
-            ));
-        };
-        let values = resolver
-            .resolve(&self.refs)
-            .await
-            .map_err(ConnectError::Headers)?;
         let mut spec = spec.clone();
-        let (ca, headers): (Vec<_>, Vec<_>) = values
-            .value_from
-            .into_iter()
-            .partition(|(name, _)| name == CA_ENTRY);
-        spec.headers = headers.into_iter().collect();
-        spec.ca_pem = ca.into_iter().next().map(|(_, pem)| pem);
+        if !self.refs.env_value_from.is_empty() {
+            let Some(resolver) = &self.resolver else {
+                return Err(ConnectError::Headers(
+                    "no Kubernetes client to read header Secrets".into(),
+                ));
+            };
+            let values = resolver
+                .resolve(&self.refs)
+                .await
+                .map_err(ConnectError::Headers)?;
+            let (ca, headers): (Vec<_>, Vec<_>) = values
+                .value_from
+                .into_iter()
+                .partition(|(name, _)| name == CA_ENTRY);
+            spec.headers = headers.into_iter().collect();
+            spec.ca_pem = ca.into_iter().next().map(|(_, pem)| pem);
+        }
+        if let Some(audience) = &self.token_audience {
+            let token = upstream::read_token(&upstream::token_dir(), audience)
+                .map_err(ConnectError::Headers)?;
+            spec.headers
+                .insert("Authorization".into(), format!("Bearer {token}"));
+        }
         Ok(spec)
     }
 }
@@ -130,7 +138,11 @@ impl Upstreams {
             let spec = spec_of(&up);
             let refs = refs_of(&up);
             let keep = servers.remove(&up.server).filter(|old| {
-                old.spec == spec && old.published.as_ref().is_some_and(|h| h.refs == refs)
+                old.spec == spec
+                    && old
+                        .published
+                        .as_ref()
+                        .is_some_and(|h| h.refs == refs && h.token_audience == up.token_audience)
             });
             let server = match keep {
                 Some(old) => old,
@@ -145,6 +157,7 @@ impl Upstreams {
                     published: Some(Headers {
                         resolver: resolver.clone(),
                         refs,
+                        token_audience: up.token_audience.clone(),
                     }),
                     // MCPServers are HTTP only: no stdio server is ever started here.
                     launcher: Arc::default(),

@@ -46,6 +46,7 @@ fn entry(url: &str, available: bool) -> PublishedUpstream {
             key: "token".into(),
         }],
         ca: None,
+        token_audience: None,
         timeout: Some(10.0),
         max_concurrency: 4,
         available,

@@ -345,3 +345,50 @@ fn upstream_tools_of_an_approval_namespace_need_approval() {
     assert_eq!(keys(&a), ["team-a.echo"]);
     assert!(a.document.tools[0].tool.approval_required);
 }
+
+#[test]
+fn a_token_audience_must_be_approved_and_is_published_by_name_only() {
+    let spec = |aud: &str| {
+        json!({"url": "https://mcp.internal/mcp", "groups": ["team-a"],
+               "serviceAccountToken": {"audience": aud}})
+    };
+    let asked = server("ev", "team-a", "2026-01-01T00:00:00Z", spec("mcp.internal"));
+    let mut listing = found(&["echo"], true);
+    listing.url = "https://mcp.internal/mcp".into();
+    let discovered = [("team-a/ev", listing)];
+    let a = run(&[], std::slice::from_ref(&asked), &discovered, &policy());
+    assert_eq!(
+        a.servers["team-a/ev"].verdict,
+        Verdict::UpstreamNotAllowed {
+            namespace: "team-a".into(),
+            refusal: UpstreamRefusal::TokenAudience("mcp.internal".into())
+        }
+    );
+    assert!(a.document.upstreams.is_empty());
+    let mut approved = policy();
+    approved.upstream_token_audiences = vec!["mcp.internal".into()];
+    let a = run(&[], &[asked], &discovered, &approved);
+    assert!(matches!(
+        a.servers["team-a/ev"].verdict,
+        Verdict::Ready { .. }
+    ));
+    assert_eq!(
+        a.document.upstreams[0].token_audience.as_deref(),
+        Some("mcp.internal")
+    );
+    // With an Authorization header too: one of the two.
+    let both = server(
+        "both",
+        "team-a",
+        "2026-01-01T00:00:00Z",
+        json!({"url": "https://mcp.internal/mcp", "groups": ["team-a"],
+               "serviceAccountToken": {"audience": "mcp.internal"},
+               "headers": [{"name": "authorization", "secretKeyRef": {"name": "t", "key": "t"}}]}),
+    );
+    let a = run(&[], &[both], &[], &approved);
+    assert!(
+        matches!(&a.servers["team-a/both"].verdict, Verdict::Invalid(e) if e.field == "serviceAccountToken"),
+        "{:?}",
+        a.servers["team-a/both"].verdict
+    );
+}

@@ -103,7 +103,15 @@ fn admit(
     held: &mut BTreeMap<String, String>,
     spent: &mut BTreeMap<String, u64>,
 ) -> ServerVerdict {
-    if let Some(refusal) = policy.refused_upstream(namespace, &resource.spec.url) {
+    let audience = resource
+        .spec
+        .service_account_token
+        .as_ref()
+        .map(|t| t.audience.as_str());
+    if let Some(refusal) = policy
+        .refused_upstream(namespace, &resource.spec.url)
+        .or_else(|| audience.and_then(|a| policy.refused_token_audience(a)))
+    {
         return ServerVerdict::refused(Verdict::UpstreamNotAllowed {
             namespace: namespace.to_string(),
             refusal,
@@ -186,6 +194,7 @@ fn admit(
             .collect(),
         // Checked by `spec_of` above: never an error here.
         ca: crate::upstream::ca_ref(resource).ok().flatten(),
+        token_audience: audience.map(str::to_string),
         timeout: spec.timeout,
         max_concurrency: spec.max_concurrency,
         available: discovery.available,

@@ -15,6 +15,8 @@
 //! | `--namespace-tool-bytes` | `MCC_NAMESPACE_TOOL_BYTES` | `ns-a=2Mi;*=1Mi`: catalog bytes each namespace's Tools may take ([`budget`]); unset: no budget |
 //! | `--upstream-namespaces` | `MCC_UPSTREAM_NAMESPACES` | `*`, or a comma list: where `MCPServer`s may be declared ([`upstreams`]); unset: nowhere |
 //! | `--upstream-allowed-urls` | `MCC_UPSTREAM_ALLOWED_URLS` | comma list of URL prefixes and hosts (`*.example.com`): the upstreams' egress allow-list; unset: none |
+//! | `--upstream-token-audiences` | `MCC_UPSTREAM_TOKEN_AUDIENCES` | comma list: audiences of projected ServiceAccount tokens MCPServers may ask for ([`upstreams`]); never the API server's or `--gateway-token-audience`; unset: none |
+//! | `--gateway-token-audience` | `MCC_GATEWAY_TOKEN_AUDIENCE` | the audience the gateway accepts (`MCC_TOKEN_AUDIENCE`), refused as an upstream token audience |
 //! | `--session-all-namespaces` | `MCC_SESSION_ALL_NAMESPACES` | comma list: namespaces outside the trusted ones whose Tools may ask for every session variable (`sessionKeys: ["*"]`); unset: none |
 //! | `--approval-namespaces` | `MCC_APPROVAL_NAMESPACES` | comma list: namespaces whose tools (Tools and MCPServers' tools) all need a person's approval per call; unset: none |
 //!
@@ -85,6 +87,13 @@ pub struct TenancyArgs {
     /// hosts (`mcp.internal`, `*.example.com`), comma-separated (unset: none).
     #[arg(long, env = "MCC_UPSTREAM_ALLOWED_URLS")]
     pub upstream_allowed_urls: Option<String>,
+    /// Audiences of projected ServiceAccount tokens MCPServers may ask for,
+    /// comma-separated (unset: none).
+    #[arg(long, env = "MCC_UPSTREAM_TOKEN_AUDIENCES")]
+    pub upstream_token_audiences: Option<String>,
+    /// The audience the gateway accepts tokens for: never an upstream token audience.
+    #[arg(long, env = "MCC_GATEWAY_TOKEN_AUDIENCE")]
+    pub gateway_token_audience: Option<String>,
 }
 
 /// A setting that cannot be used, naming its flag and variable.
@@ -135,6 +144,7 @@ pub struct Tenancy {
     pub session_all: BTreeSet<String>,
     pub upstream_namespaces: PodScope,
     pub upstream_urls: Vec<String>,
+    pub upstream_token_audiences: Vec<String>,
     pub approval_namespaces: BTreeSet<String>,
 }
 
@@ -171,6 +181,11 @@ impl TenancyArgs {
                 .unwrap_or_default(),
             upstream_namespaces: upstreams::namespaces(&self.upstream_namespaces)?,
             upstream_urls: upstreams::allowed_urls(&self.upstream_allowed_urls)?,
+            upstream_token_audiences: upstreams::token_audiences(
+                &self.upstream_token_audiences,
+                &self.gateway_token_audience,
+                &upstreams::api_server_audiences(),
+            )?,
             approval_namespaces: namespace_list(&self.approval_namespaces, APPROVAL)?
                 .unwrap_or_default(),
         })
@@ -215,6 +230,7 @@ impl Tenancy {
             session_all: self.session_all.clone(),
             upstream_namespaces: self.upstream_namespaces.clone(),
             upstream_urls: self.upstream_urls.clone(),
+            upstream_token_audiences: self.upstream_token_audiences.clone(),
             approval_namespaces: self.approval_namespaces.clone(),
         })
     }

@@ -1,5 +1,6 @@
-//! `--upstream-namespaces` and `--upstream-allowed-urls`: where `MCPServer`s may be
-//! declared, and the egress allow-list of their URLs. The rule that applies both is
+//! `--upstream-namespaces`, `--upstream-allowed-urls` and `--upstream-token-audiences`:
+//! where `MCPServer`s may be declared, the egress allow-list of their URLs, and the
+//! audiences of projected ServiceAccount tokens they may ask for. The rule that applies both is
 //! [`crate::policy::Policy::refused_upstream`]; the chart renders the same list into the
 //! operator's and the gateway's NetworkPolicy egress.
 
@@ -10,6 +11,97 @@ use crate::policy::PodScope;
 
 const NAMESPACES: (&str, &str) = ("--upstream-namespaces", "MCC_UPSTREAM_NAMESPACES");
 const URLS: (&str, &str) = ("--upstream-allowed-urls", "MCC_UPSTREAM_ALLOWED_URLS");
+const AUDIENCES: (&str, &str) = ("--upstream-token-audiences", "MCC_UPSTREAM_TOKEN_AUDIENCES");
+
+/// Audiences the Kubernetes API server accepts by default (kubeadm, k3s, kind, EKS,
+/// GKE, AKS); the running cluster's own are added from this Pod's token
+/// ([`api_server_audiences`]).
+const API_SERVER_AUDIENCES: [&str; 4] = [
+    "https://kubernetes.default.svc",
+    "https://kubernetes.default.svc.cluster.local",
+    "kubernetes.default.svc",
+    "kubernetes",
+];
+
+/// The audiences this cluster's API server accepts: the well-known defaults, and the
+/// `aud` of the operator's own default ServiceAccount token (issued for the API server)
+/// when it runs in a Pod.
+pub(super) fn api_server_audiences() -> Vec<String> {
+    let mut out: Vec<String> = API_SERVER_AUDIENCES.iter().map(|a| a.to_string()).collect();
+    let token = std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/token");
+    out.extend(
+        token
+            .ok()
+            .map(|t| token_audiences_of(&t))
+            .unwrap_or_default(),
+    );
+    out
+}
+
+/// The `aud` of a JWT (not verified: the token is our own, read to learn what the API
+/// server accepts).
+fn token_audiences_of(token: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).unwrap_or_default();
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload) else {
+        return Vec::new();
+    };
+    match serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("aud").cloned())
+    {
+        Some(serde_json::Value::String(a)) => vec![a],
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The approved audiences: each 1 to 253 visible characters, and none that the API
+/// server (`api_server`) or the gateway (`gateway`) accepts, since a tenant's upstream
+/// would receive a token either would take.
+pub(super) fn token_audiences(
+    value: &Option<String>,
+    gateway: &Option<String>,
+    api_server: &[String],
+) -> Result<Vec<String>, SettingsError> {
+    let Some(text) = given(value) else {
+        return Ok(Vec::new());
+    };
+    let gateway = given(gateway).unwrap_or("mcc-gateway");
+    let mut out = Vec::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        if entry.len() > 253 || !entry.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(error(
+                AUDIENCES,
+                format!("'{entry}' is not an audience (1 to 253 visible characters)"),
+            ));
+        }
+        if api_server.iter().any(|a| a == entry) {
+            return Err(error(
+                AUDIENCES,
+                format!(
+                    "'{entry}' is an audience the Kubernetes API server accepts: an upstream would receive a token for the cluster's API"
+                ),
+            ));
+        }
+        if entry == gateway {
+            return Err(error(
+                AUDIENCES,
+                format!(
+                    "'{entry}' is the gateway's own audience (MCC_GATEWAY_TOKEN_AUDIENCE): an upstream would receive a token the gateway accepts"
+                ),
+            ));
+        }
+        out.push(entry.to_string());
+    }
+    if out.len() > MAX_ENTRIES {
+        return Err(error(AUDIENCES, format!("at most {MAX_ENTRIES} entries")));
+    }
+    Ok(out)
+}
 
 /// At most this many allow-list entries.
 const MAX_ENTRIES: usize = 256;
@@ -80,6 +172,41 @@ mod tests {
             assert!(e.message.contains(bad.trim()), "{bad}: {}", e.message);
         }
         assert_eq!(namespaces(&Some("*".into())).unwrap(), PodScope::All);
+
+        let api = api_server_audiences();
+        let audiences = |text: &str| token_audiences(&Some(text.into()), &None, &api);
+        assert_eq!(
+            audiences("mcp.vendor.example, https://idp.example/x").unwrap(),
+            ["mcp.vendor.example", "https://idp.example/x"]
+        );
+        for bad in [
+            "https://kubernetes.default.svc.cluster.local",
+            "kubernetes.default.svc",
+            "mcc-gateway",
+            "two words",
+        ] {
+            let e = audiences(&format!("ok.example,{bad}")).unwrap_err();
+            assert_eq!((e.flag, e.env), AUDIENCES, "{bad}");
+            assert!(e.message.contains(bad), "{bad}: {}", e.message);
+        }
+        let e = token_audiences(&Some("my-gw".into()), &Some("my-gw".into()), &api).unwrap_err();
+        assert!(
+            e.message.contains("the gateway's own audience"),
+            "{}",
+            e.message
+        );
+        // The running cluster's own audience, from this Pod's token.
+        let token = format!(
+            "h.{}.s",
+            base64::Engine::encode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                r#"{"aud":["https://oidc.eks.example/id/X","sts.example"]}"#
+            )
+        );
+        assert_eq!(
+            token_audiences_of(&token),
+            ["https://oidc.eks.example/id/X", "sts.example"]
+        );
         let e = namespaces(&Some("team-a,*".into())).unwrap_err();
         assert_eq!(e.flag, "--upstream-namespaces");
     }
