@@ -203,7 +203,7 @@ pub struct SearchIndex {
 }
 
 /// A tool's passages (the texts embedded for it), given the tool and its signature block.
-pub type PassagesFn = dyn Fn(&Tool, &str) -> Vec<String>;
+pub type PassagesFn<'a> = dyn Fn(&Tool, &str) -> Vec<String> + 'a;
 
 /// Weight of a tool's best passage's cosine in its similarity to a query; the mean of
 /// its passages' cosines takes the rest ([`embedding_texts`] are its passages). On the
@@ -260,7 +260,7 @@ impl SearchIndex {
         tools: &[Tool],
         embeddings: Option<(&Embedder, &EmbeddingCache)>,
         fusion: Fusion,
-        passages: (&PassagesFn, f32),
+        passages: (&PassagesFn<'_>, f32),
         superseded: &dyn Fn() -> bool,
     ) -> Result<Self, SearchError> {
         let signatures: Vec<String> = tools.iter().map(mcc_catalog::signature).collect();

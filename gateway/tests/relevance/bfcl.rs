@@ -11,10 +11,15 @@
 //! `MCC_BFCL_GRID` (`kw:sat,kw:sat,…`, default the shipped fusion). Tool and query
 //! embeddings are cached in Redis when `MCC_BFCL_REDIS` is set (a URL; use a database of
 //! your own), so a rerun after a ranking change embeds nothing it embedded before.
+//! Other knobs: `MCC_BFCL_FIELDS` (keyword field weights), `MCC_BFCL_COVPOW` (keyword-only
+//! BM25 × coverage^p), `MCC_BFCL_PASSAGES` (embedded texts per tool, see [`passage`]),
+//! `MCC_BFCL_KEYWORD_ONLY`, `MCC_BFCL_DUMP` (the tuning split's ranks, to read failures).
+//! `bfcl_index_build` measures the semantic index's build alone.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use mcc_catalog::Tool;
 use mcc_catalog::introspect::Introspector;
 use mcc_search::embed::EmbeddingCache;
 use mcc_search::{Embedder, Fusion, KeywordIndex, Mode, SearchIndex, Vector};
@@ -102,6 +107,7 @@ fn bfcl_grid() {
             .unwrap();
     let keyword = SearchIndex::build(&tools, None, Fusion::default()).unwrap();
     let r = ranks(&keyword, &ex, None, Mode::Keyword);
+    dump(&ex, &keyword, None, Mode::Keyword, "keyword");
     println!("keyword tune:{}", line(&ex, &r, true));
     println!("keyword held:{}", line(&ex, &r, false));
     // MCC_BFCL_FIELDS: other keyword field weights, `n,k,g,d,p,e;…` (FIELD_WEIGHTS order).
@@ -132,6 +138,42 @@ fn bfcl_grid() {
         println!("keyword {w:?} tune:{}", line(&ex, &r, true));
         println!("keyword {w:?} held:{}", line(&ex, &r, false));
     }
+    // MCC_BFCL_COVPOW: keyword-only ranked by BM25 × coverage^p, `p,p,…`.
+    let kw = KeywordIndex::build(&tools).unwrap();
+    let coverage = mcc_search::Coverage::build(&tools);
+    let allowed = keyword.allowed_for(Some(&eval::admin()));
+    for p in std::env::var("MCC_BFCL_COVPOW")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|x| x.parse::<f32>().ok())
+    {
+        let r: Vec<Option<usize>> = ex
+            .questions
+            .iter()
+            .map(|q| {
+                let hits = kw.search(&q.query, 100, allowed.clone()).unwrap();
+                let idx: Vec<usize> = hits.iter().map(|h| h.1).collect();
+                let cov = coverage.of(&kw, &q.query, &idx);
+                let mut scored: Vec<(f32, usize)> = hits
+                    .iter()
+                    .zip(&cov)
+                    .map(|(&(s, i), &c)| (s * c.powf(p), i))
+                    .collect();
+                scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                scored
+                    .iter()
+                    .take(10)
+                    .position(|&(_, i)| {
+                        ex.key_to_name
+                            .get(&tools[i].key)
+                            .is_some_and(|n| q.expected.contains(n))
+                    })
+                    .map(|r| r + 1)
+            })
+            .collect();
+        println!("keyword cov^{p} tune:{}", line(&ex, &r, true));
+        println!("keyword cov^{p} held:{}", line(&ex, &r, false));
+    }
     if std::env::var_os("MCC_BFCL_KEYWORD_ONLY").is_some() {
         return;
     }
@@ -154,21 +196,211 @@ fn bfcl_grid() {
             ..Fusion::default()
         });
     }
-    for (n, fusion) in fusions.into_iter().enumerate() {
+    // MCC_BFCL_PASSAGES: other tool passages, `letters:max_weight,…` (see `passage`);
+    // default the shipped ones.
+    let specs = std::env::var("MCC_BFCL_PASSAGES").unwrap_or_default();
+    let mut passages: Vec<Option<(String, f32)>> = vec![None];
+    passages.extend(specs.split(',').filter(|c| !c.is_empty()).map(|c| {
+        let (letters, w) = c.split_once(':').expect("letters:max_weight");
+        Some((letters.to_string(), w.parse().unwrap()))
+    }));
+    for (p, fusion) in passages
+        .iter()
+        .flat_map(|p| fusions.iter().map(move |f| (p, *f)))
+    {
         let t0 = std::time::Instant::now();
-        let index = SearchIndex::build(&tools, Some((&embedder, &cache)), fusion).unwrap();
+        let index = match p {
+            None => SearchIndex::build(&tools, Some((&embedder, &cache)), fusion).unwrap(),
+            Some((letters, w)) => {
+                let texts = |t: &Tool, s: &str| -> Vec<String> {
+                    letters.chars().flat_map(|c| passage(c, t, s)).collect()
+                };
+                SearchIndex::build_with(
+                    &tools,
+                    Some((&embedder, &cache)),
+                    fusion,
+                    (&texts, *w),
+                    &|| false,
+                )
+                .unwrap()
+            }
+        };
         let built = t0.elapsed();
         let r = ranks(&index, &ex, Some(&qvs), Mode::Hybrid);
-        let f = format!("kw={} sat={}", fusion.keyword_weight, fusion.saturation);
+        let f = format!(
+            "{p:?} kw={} sat={}",
+            fusion.keyword_weight, fusion.saturation
+        );
+        dump(&ex, &index, Some(&qvs), Mode::Hybrid, &f);
         println!(
             "hybrid {f} (index {built:.1?}) tune:{}",
             line(&ex, &r, true)
         );
         println!("hybrid {f} held:{}", line(&ex, &r, false));
-        if n == 0 {
+        if fusion == Fusion::default() {
             let s = ranks(&index, &ex, Some(&qvs), Mode::Semantic);
-            println!("semantic tune:{}", line(&ex, &s, true));
-            println!("semantic held:{}", line(&ex, &s, false));
+            println!("semantic {p:?} tune:{}", line(&ex, &s, true));
+            println!("semantic {p:?} held:{}", line(&ex, &s, false));
         }
     }
+}
+
+/// Words of an identifier or key, lowercased: `math.getFactorial_v2` → `math get factorial v2`.
+fn words(name: &str) -> String {
+    let parts = mcc_search::keyword::with_identifier_parts(name);
+    let text = parts.split_once('\n').map_or(&*parts, |(_, p)| p);
+    let text = if text.is_empty() { name } else { text };
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A tuning passage of tool `t` (signature block `s`) by letter: `d` description, `s`
+/// signature, `n` name words with parameter names, `m` name words and description, `h`
+/// name words alone, `p` name words with parameters and their descriptions, `e` each
+/// sentence of the description.
+fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
+    let name = words(&t.key);
+    let params: Vec<String> = t.visible_params().map(|p| words(&p.name)).collect();
+    let desc = t.description.trim();
+    match letter {
+        'd' if !desc.is_empty() => vec![desc.to_string()],
+        's' => vec![s.to_string()],
+        'n' => vec![format!("{name} ({})", params.join(", "))],
+        'm' => vec![format!("{name}: {desc}")],
+        'h' => vec![name],
+        'p' => vec![format!(
+            "{name}: {}",
+            t.visible_params()
+                .map(|p| format!("{} {}", words(&p.name), p.description))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )],
+        'e' => desc
+            .split_inclusive(". ")
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// With `MCC_BFCL_DUMP` (a directory): the tuning split's ranks and top three keys per
+/// question, one JSON line each, in `<label>.jsonl` (to read failures; held-out
+/// questions are never written).
+fn dump(ex: &Export, index: &SearchIndex, qvs: Option<&[Vector]>, mode: Mode, label: &str) {
+    let Some(dir) = std::env::var_os("MCC_BFCL_DUMP") else {
+        return;
+    };
+    let allowed = index.allowed_for(Some(&eval::admin()));
+    let mut out = String::new();
+    for (i, q) in ex.questions.iter().enumerate().filter(|(_, q)| q.tune) {
+        let hits = index
+            .search(
+                &q.query,
+                qvs.map(|v| &v[i][..]),
+                mode,
+                allowed.clone(),
+                None,
+                10,
+            )
+            .expect("search");
+        let keys: Vec<(&str, f32)> = hits
+            .iter()
+            .map(|h| (index.tools()[h.index].key.as_str(), h.score))
+            .collect();
+        let rank = hits
+            .iter()
+            .position(|h| {
+                ex.key_to_name
+                    .get(&index.tools()[h.index].key)
+                    .is_some_and(|n| q.expected.contains(n))
+            })
+            .map(|r| r + 1);
+        let row = serde_json::json!({"set": q.set, "query": q.query, "expected": q.expected,
+            "rank": rank, "top": keys.iter().take(3).collect::<Vec<_>>()});
+        out.push_str(&row.to_string());
+        out.push('\n');
+    }
+    let name: String = label
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    std::fs::write(PathBuf::from(dir).join(format!("{name}.jsonl")), out).unwrap();
+}
+
+/// (CPU seconds, user + system, and peak RSS in MB) of this process so far.
+fn usage() -> (f64, f64) {
+    // SAFETY: getrusage writes only into the struct it is given.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        secs(ru.ru_utime) + secs(ru.ru_stime),
+        ru.ru_maxrss as f64 / 1024.0,
+    )
+}
+
+/// The semantic index of the BFCL tools built from nothing (no cache): wall time, CPU
+/// time and this process's peak RSS before and after, for the build budget. Run
+/// it alone (its own process): `cargo test -p mcc-gateway --test relevance -- --ignored
+/// --nocapture --exact bfcl::bfcl_index_build`. `MCC_BFCL_PASSAGES` (one `letters:weight`)
+/// builds other passages instead of the shipped ones.
+#[test]
+#[ignore = "measurement, needs the exported BFCL data and the model"]
+fn bfcl_index_build() {
+    let dir = std::env::var_os("MCC_BFCL_DIR").map_or_else(
+        || PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mcc/bfcl/export"),
+        PathBuf::from,
+    );
+    let tools = mcc_catalog::load(
+        &[dir.join("bfcl-tools.yaml").display().to_string()],
+        &Introspector::default(),
+    )
+    .expect("loading the exported BFCL tools")
+    .tools;
+    let Ok(model) = eval::model_dir() else { return };
+    let keyword = SearchIndex::build(&tools, None, Fusion::default()).unwrap();
+    drop(keyword);
+    let embedder = Embedder::local(&model).unwrap();
+    let cache = EmbeddingCache::new(None).unwrap();
+    let (cpu0, rss0) = usage();
+    let t0 = std::time::Instant::now();
+    let spec = std::env::var("MCC_BFCL_PASSAGES").unwrap_or_default();
+    let index = match spec.split_once(':') {
+        None => SearchIndex::build(&tools, Some((&embedder, &cache)), Fusion::default()),
+        Some((letters, w)) => {
+            let texts = |t: &Tool, s: &str| -> Vec<String> {
+                letters.chars().flat_map(|c| passage(c, t, s)).collect()
+            };
+            SearchIndex::build_with(
+                &tools,
+                Some((&embedder, &cache)),
+                Fusion::default(),
+                (&texts, w.parse().unwrap()),
+                &|| false,
+            )
+        }
+    }
+    .unwrap();
+    let wall = t0.elapsed().as_secs_f64();
+    let (cpu1, rss1) = usage();
+    assert!(index.has_embeddings());
+    println!(
+        "index of {} tools ({spec:?}): {wall:.1} s wall, {:.1} s CPU; peak RSS {rss0:.0} MB before, {rss1:.0} MB after",
+        tools.len(),
+        cpu1 - cpu0
+    );
 }
