@@ -19,8 +19,8 @@ use serde_json::json;
 
 /// Records the progress notifications it receives.
 #[derive(Clone, Default)]
-struct Listener {
-    heard: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+pub(crate) struct Listener {
+    pub(crate) heard: Arc<Mutex<Vec<ProgressNotificationParam>>>,
 }
 
 impl ClientHandler for Listener {
@@ -40,7 +40,7 @@ impl ClientHandler for Listener {
     }
 }
 
-async fn connect(
+pub(crate) async fn connect(
     url: &str,
     modern: bool,
     listener: Listener,

@@ -10,16 +10,9 @@
 use crate::mcp_support;
 use crate::upstream_support;
 
-use std::sync::{Arc, Mutex};
-
+use crate::mcp_progress::{Listener, connect};
 use mcp_support::*;
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, NumberOrString,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
-};
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ServiceExt};
+use rmcp::model::{CallToolRequestParams, NumberOrString, ProgressToken, RequestMetaObject};
 use serde_json::{Value, json};
 use upstream_support::Everything;
 
@@ -42,50 +35,6 @@ async fn gateway(everything: &Everything) -> Server {
     start_configured("dev-admin", Some(&redis_url()), &[upstreams], |_| {}).await
 }
 
-/// Records the progress notifications it receives.
-#[derive(Clone, Default)]
-struct Listener {
-    heard: Arc<Mutex<Vec<ProgressNotificationParam>>>,
-}
-
-impl ClientHandler for Listener {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("relay-test", "0"),
-        )
-    }
-
-    async fn on_progress(
-        &self,
-        params: ProgressNotificationParam,
-        _ctx: NotificationContext<RoleClient>,
-    ) {
-        self.heard.lock().unwrap().push(params);
-    }
-}
-
-async fn listen(
-    url: &str,
-    modern: bool,
-    listener: Listener,
-) -> RunningService<RoleClient, Listener> {
-    mcc_gateway::tls::install_crypto_provider();
-    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
-    match modern {
-        false => listener.serve(transport).await.unwrap(),
-        true => listener
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .unwrap(),
-    }
-}
-
 fn execute_with_token(key: &str, params: Value, token: &str) -> CallToolRequestParams {
     let mut call = CallToolRequestParams::new("execute")
         .with_arguments(args(json!({"key": key, "params": params})));
@@ -106,7 +55,7 @@ async fn an_upstreams_progress_reaches_the_caller_as_progress_of_its_token() {
     for modern in [false, true] {
         let listener = Listener::default();
         let heard = listener.heard.clone();
-        let client = listen(&server.url, modern, listener).await;
+        let client = connect(&server.url, modern, listener).await;
         let result = client
             .call_tool(execute_with_token(
                 "public.ev_trigger-long-running-operation",
@@ -292,7 +241,7 @@ async fn session_context_reaches_an_upstream_only_as_declared() {
     };
     for modern in [false, true] {
         let listener = Listener::default();
-        let client = listen(&server.url, modern, listener).await;
+        let client = connect(&server.url, modern, listener).await;
         for (name, value) in [("project", "apollo"), ("other", "not-declared")] {
             let set = CallToolRequestParams::new("set_session")
                 .with_arguments(args(json!({"name": name, "value": value})));
@@ -344,7 +293,7 @@ async fn a_cancelled_execute_cancels_the_upstream_request() {
     };
     for modern in [false, true] {
         let record = dir.path().join(format!("wait-{modern}"));
-        let client = listen(&server.url, modern, Listener::default()).await;
+        let client = connect(&server.url, modern, Listener::default()).await;
         let call = CallToolRequestParams::new("execute").with_arguments(args(json!({
             "key": "public.plain_wait", "params": {"path": record.display().to_string()}
         })));
