@@ -43,6 +43,8 @@ pub mod rate;
 pub mod rbac;
 pub mod secret;
 pub mod shards;
+#[cfg(feature = "signal")]
+pub mod shutdown;
 pub mod signature;
 pub mod snapshot;
 pub mod spec;

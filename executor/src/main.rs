@@ -116,7 +116,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             }
             let listener =
                 server::bind(&socket).with_context(|| format!("cannot listen on {socket}"))?;
-            let stop = shutdown();
+            let stop = mcc_catalog::shutdown::signal();
             tracing::info!(%socket, allowed_uids = ?allow_uid, "executor listening");
             let policy = server::Policy {
                 allowed_uids: allow_uid.into_iter().collect(),
@@ -157,21 +157,5 @@ async fn run(command: Command) -> anyhow::Result<()> {
             .answers()
             .await
             .map_err(anyhow::Error::msg),
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT. The SIGTERM handler is installed by this call, not
-/// when the future is first polled: a SIGTERM right after start-up drains, never kills.
-fn shutdown() -> impl std::future::Future<Output = ()> {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    async move {
-        let mut term = match term {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
     }
 }

@@ -513,29 +513,3 @@ impl Gateway {
         served
     }
 }
-
-/// Resolves when the process gets SIGINT or SIGTERM. The SIGTERM handler is installed by
-/// this call, not when the future is first polled, so a SIGTERM right after start-up
-/// drains instead of killing the process.
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    #[cfg(unix)]
-    let terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    async move {
-        let interrupt = tokio::signal::ctrl_c();
-        #[cfg(unix)]
-        let terminate = async {
-            match terminate {
-                Ok(mut s) => {
-                    s.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        #[cfg(not(unix))]
-        let terminate = std::future::pending::<()>();
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate => {}
-        }
-    }
-}

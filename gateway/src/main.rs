@@ -92,7 +92,7 @@ fn serve(config: Option<PathBuf>, tools: Vec<String>) -> anyhow::Result<()> {
             .with_context(|| format!("server.host/server.port: cannot bind {addr}"))?;
         // SIGTERM stops accepting and drains (handler in place before "serving" is said);
         // MCP sessions and watches end after that.
-        let signal = mcc_gateway::app::shutdown_signal();
+        let signal = mcc_catalog::shutdown::signal();
         tracing::info!(%addr, tools = gateway.catalog.status().tools, "serving MCP at http://{addr}/mcp");
         if settings.auth.checks_no_credential() && !addr.ip().is_loopback() {
             tracing::warn!(

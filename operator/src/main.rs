@@ -172,7 +172,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     // SIGTERM too: in a container the operator is PID 1, and PID 1 has no default action
     // for it, so without a handler a deleted Pod lingers its whole grace period. The
     // handler is in place before the line below says the operator is waiting.
-    let stop = shutdown_signal();
+    let stop = mcc_catalog::shutdown::signal();
     tokio::pin!(stop);
     tracing::info!(%identity, lease = %args.lease, "waiting for leadership");
     tokio::select! {
@@ -206,27 +206,6 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 Err(e) => tracing::warn!(error = %e, "stopping; handing the leader Lease back failed"),
             }
             Ok(())
-        }
-    }
-}
-
-/// Resolves on SIGTERM (how Kubernetes stops a Pod) or SIGINT. The SIGTERM handler is
-/// installed by this call, not when the future is first polled: a SIGTERM that arrives
-/// in between must stop the operator cleanly, not kill it.
-fn shutdown_signal() -> impl std::future::Future<Output = ()> {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    async move {
-        let mut term = match term {
-            Ok(term) => term,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot catch SIGTERM; stopping on SIGINT only");
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
         }
     }
 }
