@@ -139,7 +139,15 @@ enum Origin {
 #[derive(Clone, Default)]
 pub struct Calls {
     routes: Arc<Mutex<HashMap<RequestId, Route>>>,
+    /// Woken by each registration: a question may arrive before its call's route.
+    registered: Arc<Notify>,
 }
+
+/// How long a question on a call's response stream waits for that call's route. rmcp
+/// gives the request id only once the request is on its way, so an upstream that asks
+/// at once can be quicker than the registration (seen under load); a question for a
+/// call that has ended waits this long, then is declined.
+const ROUTE_WAIT: Duration = Duration::from_secs(2);
 
 /// Removes its call's route when dropped.
 pub struct Registered {
@@ -171,6 +179,7 @@ impl Calls {
                 questions,
             },
         );
+        self.registered.notify_waiters();
         let guard = Registered {
             calls: self.clone(),
             id,
@@ -194,22 +203,39 @@ impl Calls {
         }
     }
 
+    /// Where a question from `origin` goes: its call's questions, once registered
+    /// ([`ROUTE_WAIT`]).
+    async fn target(&self, origin: &Origin) -> Option<mpsc::Sender<Question>> {
+        let deadline = tokio::time::Instant::now() + ROUTE_WAIT;
+        loop {
+            // Listening before looking: a registration in between is not missed.
+            let registered = self.registered.notified();
+            tokio::pin!(registered);
+            registered.as_mut().enable();
+            {
+                let routes = self.routes.lock().expect("calls");
+                match origin {
+                    Origin::Call(id) => {
+                        if let Some(route) = routes.get(id) {
+                            return Some(route.questions.clone());
+                        }
+                    }
+                    // No stream says which call asks: only an unambiguous one is asked.
+                    Origin::Unknown if routes.len() == 1 => {
+                        return routes.values().next().map(|r| r.questions.clone());
+                    }
+                    Origin::Unknown | Origin::Unassociated => return None,
+                }
+            }
+            tokio::time::timeout_at(deadline, registered).await.ok()?;
+        }
+    }
+
     /// Relays a question to its call and waits for the answer; declines one that
     /// belongs to no call, arrives while the call has one open, or is not answered in
     /// [`QUESTION_TIMEOUT`].
     async fn ask(&self, origin: Origin, request: ElicitRequestParams) -> ElicitResult {
-        let target = {
-            let routes = self.routes.lock().expect("calls");
-            match origin {
-                Origin::Call(id) => routes.get(&id).map(|r| r.questions.clone()),
-                // No stream says which call asks: only an unambiguous one is asked.
-                Origin::Unknown if routes.len() == 1 => {
-                    routes.values().next().map(|r| r.questions.clone())
-                }
-                Origin::Unknown | Origin::Unassociated => None,
-            }
-        };
-        let Some(target) = target else {
+        let Some(target) = self.target(&origin).await else {
             return decline();
         };
         let (tx, rx) = oneshot::channel();
@@ -461,4 +487,51 @@ pub async fn discover_once(spec: &UpstreamSpec) -> Result<Vec<Discovered>, Conne
     })
     .await
     .map_err(|_| ConnectError::Timeout(DISCOVERY_TIMEOUT))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ElicitationSchema, NumberOrString};
+
+    fn question() -> ElicitRequestParams {
+        let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "string"}}});
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: "name?".into(),
+            requested_schema: ElicitationSchema::from_json_schema(
+                schema.as_object().cloned().unwrap(),
+            )
+            .unwrap(),
+        }
+    }
+
+    /// An upstream that asks before its call's route is registered still reaches the
+    /// call (rmcp gives the id only after sending); one for no call is declined.
+    #[tokio::test]
+    async fn a_question_quicker_than_its_registration_reaches_its_call() {
+        let calls = Calls::default();
+        let id = RequestId::Number(7);
+        let asking = tokio::spawn({
+            let calls = calls.clone();
+            let id = id.clone();
+            async move { calls.ask(Origin::Call(id), question()).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let token = ProgressToken(NumberOrString::Number(1));
+        let (_route, mut events) = calls.register(id, token);
+        let (_, answer) = tokio::time::timeout(Duration::from_secs(5), events.questions.recv())
+            .await
+            .expect("the question reaches the call")
+            .expect("the question arrives");
+        answer
+            .send(ElicitResult::new(ElicitationAction::Accept))
+            .unwrap();
+        assert_eq!(asking.await.unwrap().action, ElicitationAction::Accept);
+
+        let stray = calls
+            .ask(Origin::Call(RequestId::Number(8)), question())
+            .await;
+        assert_eq!(stray.action, ElicitationAction::Decline);
+    }
 }
