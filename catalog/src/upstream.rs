@@ -90,7 +90,7 @@ pub struct UpstreamSpec {
     pub cache_ttl: Option<u64>,
     pub rate_limit: Option<RateLimit>,
     /// What of the caller's session is sent with each call (file mode's
-    /// `session_context:`; nothing by default, and always nothing in Kubernetes mode).
+    /// `session_context:`, an MCPServer's `sessionContext`; nothing by default).
     pub session_context: session_context::SessionContext,
     /// Where it was declared (`file.yaml: mcp_servers[0] 'everything'`).
     pub source: String,

@@ -2,12 +2,14 @@
 low-level `Server`, streamable HTTP with sessions). It speaks only the legacy generation
 (`server/discover` is "method not found", as from a server older than 2026-07-28), so a
 client keeps a standing GET stream; `POST /change?add=NAME` adds a tool and sends
-`notifications/tools/list_changed` to every session it knows.
+`notifications/tools/list_changed` to every session it knows. `GET /seen` lists the
+Authorization headers it received, `GET /metas` the `_meta` of every tools/call.
 
     python3 changing_upstream.py PORT [CERT KEY]    # with CERT and KEY: https
 
 Used by e2e/cluster/upstreams.py (the operator's list_changed refresh)."""
 import contextlib
+import json
 import sys
 
 import uvicorn
@@ -29,7 +31,14 @@ async def list_tools(ctx, params):
         for n in TOOLS])
 
 
+METAS = []  # the _meta of every tools/call (at most 1000)
+
+
 async def call_tool(ctx, params):
+    meta = ctx.meta
+    meta = meta if isinstance(meta, dict) else (meta.model_dump(exclude_none=True) if meta else {})
+    if len(METAS) < 1000:
+        METAS.append(meta)
     return types.CallToolResult(content=[types.TextContent(type="text", text=f"{params.name} ran")])
 
 
@@ -80,6 +89,11 @@ async def seen(request):
     return JSONResponse(SEEN)
 
 
+async def metas(request):
+    # Through json with default=str: a value the SDK keeps as an object becomes text.
+    return JSONResponse(json.loads(json.dumps(METAS, default=str)))
+
+
 class Record:
     """Keeps every Authorization header an MCP request carried."""
 
@@ -95,6 +109,7 @@ class Record:
 
 
 app = Starlette(routes=[Route("/change", change, methods=["POST"]), Route("/seen", seen),
+                        Route("/metas", metas),
                         Mount("/", app=Record(mcp_app))], lifespan=lifespan)
 
 if __name__ == "__main__":

@@ -8,13 +8,17 @@ legacy-generation upstream on the official Python SDK whose tool list changes
 (changing_upstream.py): the operator's standing stream hears
 `notifications/tools/list_changed` and publishes the new tool long before its schedule.
 
-Last, the same small upstream over https with a certificate from a CA made here
+Then the same small upstream over https with a certificate from a CA made here
 (openssl): trusted only through the MCPServer's `ca` (a ConfigMap key), read by the
 operator for discovery and by both gateways for calls.
 
+Last, `sessionContext`: published with the catalog, so both gateways send the small
+upstream the caller's identity and the one declared session variable as `_meta`, and
+nothing to an MCPServer that declares none.
+
 The chart values (e2e/cluster/values.yaml) allow MCPServers in UPSTREAM_NS, at host
 127.0.0.1 only, with header Secrets named `ev-token` and CA ConfigMaps named
-`upstream-ca`."""
+`upstream-ca`, and let them send the caller's identity (`upstreams.identityNamespaces`)."""
 import base64
 import hashlib
 import json
@@ -23,7 +27,7 @@ import subprocess
 import sys
 import urllib.request
 
-from harness import NS, RELEASE, http, mcp
+from harness import NS, RELEASE, http, mcp, mcp_session
 from hostpod import wait_for
 
 UPSTREAM_NS = "mcc-e2e-upstream"
@@ -90,6 +94,7 @@ def run(c):
         everything.stop()
     list_changed(c, c.args.port_base + 91)
     custom_ca(c, c.args.port_base + 92)
+    session_context(c, c.args.port_base + 93)
 
 
 def operator_metric(c, name):
@@ -325,3 +330,47 @@ def projected_tokens(c, url):
     c.check("an MCPServer asking for the API server's audience is refused (UpstreamNotAllowed)",
             bool(cond) and cond.get("reason") == "UpstreamNotAllowed" and "audience" in cond.get("message", ""),
             json.dumps(cond)[:300])
+
+
+def session_context(c, port):
+    log = open(os.path.join(c.args.workdir, "context-upstream.log"), "ab")
+    proc = subprocess.Popen([sys.executable, CHANGING, str(port)], stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        up, _ = wait_for(lambda: http(url)[0] not in (0,), 30, 0.2)
+        c.check("a small upstream that records the _meta of its calls runs", bool(up))
+        c.kube.apply([
+            mcpserver("ctx", {"url": url, "groups": ["public"], "prefix": "ctx_",
+                              "sessionContext": {"identity": True, "variables": ["project"]}}),
+            mcpserver("ctx-plain", {"url": url, "groups": ["public"], "prefix": "plain_"})])
+        ready = [c.wait_ready("mcpservers.mcc.dev", n, UPSTREAM_NS, timeout=60) for n in ("ctx", "ctx-plain")]
+        c.check("MCPServers with and without sessionContext are Ready (identity allowed in their namespace)",
+                all(ready), json.dumps(status(c, "ctx"))[:300])
+
+        def published():
+            doc = json.loads(c.catalog_text() or "{}")
+            entry = [u for u in doc.get("upstreams", []) if u.get("server") == f"{UPSTREAM_NS}/ctx"]
+            return entry[0].get("sessionContext") if entry else None
+        declared, _ = wait_for(published, 30, 0.3)
+        c.check("the catalog document carries its sessionContext for every replica",
+                declared == {"identity": True, "variables": ["project"]}, declared)
+
+        def metas():
+            return json.loads(urllib.request.urlopen(url.replace("/mcp", "/metas"), timeout=10).read())
+        for base in c.bases():
+            before = len(metas())
+            texts = mcp_session(base, c.alice_key, [
+                ("set_session", {"name": "project", "value": "apollo"}),
+                ("set_session", {"name": "other", "value": "not-declared"}),
+                ("execute", {"key": "public.ctx_first", "params": {}}),
+                ("execute", {"key": "public.plain_first", "params": {}})])
+            seen = metas()[before:]
+            mcc = [{k: v for k, v in m.items() if k.startswith("dev.mcc/")} for m in seen]
+            c.check(f"through {base}: the upstream got alice's identity and only the declared variable, "
+                    "and nothing where none is declared",
+                    len(mcc) == 2 and mcc[0].get("dev.mcc/user") == "alice"
+                    and mcc[0].get("dev.mcc/session") == {"project": "apollo"} and mcc[1] == {},
+                    f"{texts} {mcc}"[:400])
+    finally:
+        c.kube.run("-n", UPSTREAM_NS, "delete", "mcpservers.mcc.dev", "ctx", "ctx-plain", "--ignore-not-found")
+        stop_process(proc)

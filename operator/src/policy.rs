@@ -59,6 +59,10 @@ pub struct Policy {
     /// Audiences of projected ServiceAccount tokens an MCPServer may ask for (checked at
     /// startup: never the API server's or the gateway's own).
     pub upstream_token_audiences: Vec<String>,
+    /// Namespaces besides the trusted ones whose MCPServers may send every caller's
+    /// identity to their upstream (`sessionContext.identity`); see
+    /// [`Policy::may_send_identity`].
+    pub upstream_identity: BTreeSet<String>,
     /// Namespaces whose every Tool and upstream tool is published with approval
     /// required ([`Policy::requires_approval`]).
     pub approval_namespaces: BTreeSet<String>,
@@ -140,6 +144,7 @@ impl Policy {
             upstream_namespaces: PodScope::Off,
             upstream_urls: Vec::new(),
             upstream_token_audiences: Vec::new(),
+            upstream_identity: BTreeSet::new(),
             approval_namespaces: BTreeSet::new(),
         }
     }
@@ -174,6 +179,16 @@ impl Policy {
     pub fn refused_token_audience(&self, audience: &str) -> Option<UpstreamRefusal> {
         (!self.upstream_token_audiences.iter().any(|a| a == audience))
             .then(|| UpstreamRefusal::TokenAudience(audience.to_string()))
+    }
+
+    /// Whether an MCPServer of `namespace` may send its upstream the caller's username
+    /// and groups with every call (`sessionContext.identity`): in the trusted namespaces
+    /// (whose authors may grant identities anyway) and where the platform team allows it
+    /// (`upstream_identity`). A tenant's upstream is a standing server outside the
+    /// platform's runtime that would learn who uses it, call by call; session variables,
+    /// which the caller sets, follow the Tools' rule instead (those it names).
+    pub fn may_send_identity(&self, namespace: &str) -> bool {
+        self.trusted.contains(namespace) || self.upstream_identity.contains(namespace)
     }
 
     /// Whether this operator acts on objects of `namespace` at all.

@@ -127,6 +127,13 @@ pub fn ready_reason(verdict: &Verdict) -> (bool, &'static str, String) {
                 ),
             },
         ),
+        Verdict::IdentityNotAllowed { namespace } => (
+            false,
+            "IdentityNotAllowed",
+            format!(
+                "spec.sessionContext.identity would send every caller's username and groups to this upstream, which MCPServers of namespace {namespace} may not (operator setting MCC_UPSTREAM_IDENTITY_NAMESPACES; chart value upstreams.identityNamespaces; the trusted namespaces may): remove identity, or ask the platform team"
+            ),
+        ),
         Verdict::NotDiscovered { error } => (
             false,
             match error {

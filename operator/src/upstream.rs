@@ -19,6 +19,7 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 use mcc_catalog::crd::MCPServer;
+use mcc_catalog::upstream::session_context::SessionContext;
 use mcc_catalog::upstream::{self, CaRef, Discovered, MAX_CA_BYTES, UpstreamSpec};
 
 use crate::convert::Invalid;
@@ -152,6 +153,7 @@ pub fn spec_of(
         }
     }
     let rate_limit = crate::convert::rate_limit(spec.rate_limit.as_ref())?;
+    let session_context = session_context_of(server)?;
     Ok(UpstreamSpec {
         name: format!("{ns}/{name}"),
         url: spec.url.clone(),
@@ -170,9 +172,26 @@ pub fn spec_of(
         refresh: spec.refresh_seconds.unwrap_or(upstream::DEFAULT_REFRESH),
         cache_ttl: spec.cache_ttl,
         rate_limit,
-        session_context: Default::default(),
+        session_context,
         source: format!("MCPServer {ns}/{name}"),
     })
+}
+
+/// `spec.sessionContext` as the catalog's [`SessionContext`], checked by its one rule
+/// (variable names; the field is named as in the MCPServer). Off when absent.
+pub fn session_context_of(server: &MCPServer) -> Result<SessionContext, Invalid> {
+    let Some(declared) = &server.spec.session_context else {
+        return Ok(SessionContext::default());
+    };
+    let context = SessionContext {
+        identity: declared.identity,
+        variables: declared.variables.clone(),
+    };
+    context.check().map_err(|(field, message)| Invalid {
+        field: field.replacen("session_context", "sessionContext", 1),
+        message,
+    })?;
+    Ok(context)
 }
 
 /// Where `server`'s CA certificates are (`spec.ca`), checked: exactly one source, and an

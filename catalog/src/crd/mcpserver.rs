@@ -18,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::limits;
+use crate::upstream::session_context::MAX_VARIABLES;
 use crate::upstream::{MAX_HEADERS, MAX_NAME};
 
 /// An upstream MCP server (streamable HTTP) whose tools join the catalog.
@@ -106,6 +107,11 @@ pub struct MCPServerSpec {
     /// with a header named `Authorization`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_token: Option<UpstreamToken>,
+    /// What of the caller's session each `tools/call` carries, as `_meta` keys (off when
+    /// absent). `identity: true` only where the platform team allows it (the trusted
+    /// namespaces, and chart value `upstreams.identityNamespaces`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_context: Option<UpstreamSessionContext>,
     /// Seconds one `tools/call` may take (default: the gateway's tool timeout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.001, max = 86400.0))]
@@ -141,6 +147,22 @@ pub struct UpstreamHeader {
     pub name: String,
     /// The Secret (in the MCPServer's namespace) and key holding the value.
     pub secret_key_ref: SecretKey,
+}
+
+/// What of the caller's session an upstream is sent with each call (a tool file's
+/// `session_context:`; the rules are `mcc_catalog::upstream::session_context`'s).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct UpstreamSessionContext {
+    /// Send the caller's username and groups (`_meta` keys `dev.mcc/user`,
+    /// `dev.mcc/groups`), as the gateway authenticated them.
+    #[serde(default)]
+    pub identity: bool,
+    /// Send these session variables, those the caller's session holds (`_meta` key
+    /// `dev.mcc/session`, at most 16 KiB): session variable names, not `user`, `email`,
+    /// `groups` or `tools`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_VARIABLES), inner(length(min = 1, max = limits::NAME)))]
+    pub variables: Vec<String>,
 }
 
 /// A projected ServiceAccount token for an upstream.

@@ -1,9 +1,11 @@
 //! Kubernetes mode's upstream table and egress rule: how the catalog document records
 //! an `MCPServer` for the gateways ([`PublishedUpstream`]: where calls go, which Secret
-//! keys hold the headers), and the platform team's egress allow-list
+//! keys hold the headers, what of the caller's session the calls carry), and the platform team's egress allow-list
 //! ([`url_allowed`]), which the operator applies before it connects to anything.
 
 use serde::{Deserialize, Serialize};
+
+use super::session_context::{self, SessionContext};
 
 /// An upstream MCP server as the catalog document publishes it (Kubernetes mode: an
 /// `MCPServer` the operator discovered). Its tools are in the document's `tools` with
@@ -27,6 +29,14 @@ pub struct PublishedUpstream {
     /// (`Authorization: Bearer`, read from [`token_file`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_audience: Option<String>,
+    /// What of the caller's session each call carries (`spec.sessionContext`, as the
+    /// operator admitted it); off when absent.
+    #[serde(
+        default,
+        skip_serializing_if = "SessionContext::is_off",
+        deserialize_with = "session_context::lenient"
+    )]
+    pub session_context: SessionContext,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
     pub max_concurrency: usize,

@@ -5,7 +5,7 @@
 //! session, never a value not named here. The keys ([`USER`], [`GROUPS`], [`SESSION`])
 //! and the bounds are defined here; the gateway builds the `_meta` from them.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// `_meta` key of the caller's username (`anonymous` without one).
 pub const USER: &str = "dev.mcc/user";
@@ -19,16 +19,36 @@ pub const MAX_VARIABLES: usize = 32;
 /// that would pass it is left out, and the gateway logs its name).
 pub const MAX_SESSION_BYTES: usize = 16 * 1024;
 
-/// What an upstream is sent of the caller's session. The default sends nothing.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+/// What an upstream is sent of the caller's session. The default sends nothing. A tool
+/// file's `session_context:` refuses unknown keys; the catalog document's copy (Kubernetes
+/// mode) is read with [`lenient`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionContext {
     /// Send the caller's username and groups ([`USER`], [`GROUPS`]).
     #[serde(default)]
     pub identity: bool,
     /// Send these session variables, when set ([`SESSION`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub variables: Vec<String>,
+}
+
+/// Reads a [`SessionContext`] ignoring keys it does not know: a field a newer operator
+/// adds to the catalog document makes an older gateway send less, never fail the whole
+/// document (whose upstream table must be read entire).
+pub fn lenient<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SessionContext, D::Error> {
+    #[derive(Deserialize)]
+    struct Known {
+        #[serde(default)]
+        identity: bool,
+        #[serde(default)]
+        variables: Vec<String>,
+    }
+    let known = Known::deserialize(d)?;
+    Ok(SessionContext {
+        identity: known.identity,
+        variables: known.variables,
+    })
 }
 
 impl SessionContext {
@@ -100,5 +120,29 @@ mod tests {
             variables: vec!["a".into(), "a".into()],
         };
         assert_eq!(twice.check().unwrap_err().0, "session_context.variables[1]");
+    }
+
+    #[test]
+    fn the_document_form_ignores_unknown_keys_and_the_file_form_does_not() {
+        #[derive(Deserialize)]
+        struct Doc {
+            #[serde(deserialize_with = "lenient")]
+            c: SessionContext,
+        }
+        let text = r#"{"c": {"identity": true, "variables": ["project"], "later": 1}}"#;
+        let doc: Doc = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            doc.c,
+            SessionContext {
+                identity: true,
+                variables: vec!["project".into()]
+            }
+        );
+        let file = serde_json::from_str::<SessionContext>(r#"{"identity": true, "later": 1}"#);
+        assert!(file.unwrap_err().to_string().contains("unknown field"));
+        // Serialized, it reads back the same through either form.
+        let back: SessionContext =
+            serde_json::from_value(serde_json::to_value(&doc.c).unwrap()).unwrap();
+        assert_eq!(back, doc.c);
     }
 }

@@ -64,7 +64,8 @@ impl Headers {
 /// The resolver entry that carries the CA (a space: never an HTTP header name).
 const CA_ENTRY: &str = " spec.ca";
 
-/// The spec a published upstream is called with (no discovery settings: the operator's).
+/// The spec a published upstream is called with (no discovery settings: the operator's;
+/// its session context as published).
 fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
     UpstreamSpec {
         name: up.server.clone(),
@@ -82,7 +83,8 @@ fn spec_of(up: &PublishedUpstream) -> UpstreamSpec {
         refresh: upstream::DEFAULT_REFRESH,
         cache_ttl: None,
         rate_limit: None,
-        session_context: Default::default(),
+        // What the operator admitted: every replica sends the same.
+        session_context: up.session_context.clone(),
         source: format!("MCPServer {}", up.server),
     }
 }

@@ -84,5 +84,6 @@ mod session_store;
 mod tool_annotations;
 mod upstream_everything;
 mod upstream_published;
+mod upstream_published_context;
 mod upstream_relay;
 mod upstream_stdio;

@@ -47,6 +47,7 @@ fn entry(url: &str, available: bool) -> PublishedUpstream {
         }],
         ca: None,
         token_audience: None,
+        session_context: Default::default(),
         timeout: Some(10.0),
         max_concurrency: 4,
         available,

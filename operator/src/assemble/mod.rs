@@ -105,6 +105,9 @@ pub enum Verdict {
         namespace: String,
         refusal: crate::policy::UpstreamRefusal,
     },
+    /// Excluded (an MCPServer): it would send every caller's identity to its upstream
+    /// (`sessionContext.identity`) where the platform team did not allow it.
+    IdentityNotAllowed { namespace: String },
     /// Excluded (an MCPServer): no discovery of its current URL has succeeded yet
     /// (`error`: why the last attempt failed; `None`: none ended yet).
     NotDiscovered { error: Option<String> },

@@ -1,11 +1,12 @@
 //! MCPServers in the assembly: refusals before any connection (namespace, URL, groups),
-//! the shared conversion rule, Tools first for keys and budget, and the last good tools
-//! of an unreachable upstream kept but marked unavailable.
+//! the shared conversion rule, Tools first for keys and budget, the last good tools
+//! of an unreachable upstream kept but marked unavailable, and `sessionContext`.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use mcc_catalog::annotations::Annotations;
+use mcc_catalog::context::SessionAccess;
 use mcc_catalog::crd::{MCPServer, MCPServerSpec};
 use mcc_catalog::upstream::Discovered;
 use serde_json::json;
@@ -391,4 +392,112 @@ fn a_token_audience_must_be_approved_and_is_published_by_name_only() {
         "{:?}",
         a.servers["team-a/both"].verdict
     );
+}
+
+/// `sessionContext`: published with the upstream so every gateway applies it, the
+/// variables it names (and no other) visible to its tools' calls, identity only where
+/// the platform team allows it, bad names refused by the file mode's rule.
+#[test]
+fn session_context_is_published_and_identity_needs_the_platform_team() {
+    let declared = |name: &str, identity: bool, variables: serde_json::Value| {
+        server(
+            name,
+            "team-a",
+            "2026-01-01T00:00:00Z",
+            json!({"groups": ["team-a"], "prefix": format!("{name}_"),
+                   "sessionContext": {"identity": identity, "variables": variables}}),
+        )
+    };
+    let vars = declared("vars", false, json!(["project", "region"]));
+    let who = declared("who", true, json!([]));
+    let plain = server(
+        "plain",
+        "team-a",
+        "2026-01-01T00:00:00Z",
+        json!({"groups": ["team-a"], "prefix": "plain_"}),
+    );
+    let all = [vars, who, plain];
+    let discovered: Vec<(&str, Discovery)> = ["team-a/vars", "team-a/who", "team-a/plain"]
+        .iter()
+        .map(|id| (*id, found(&["echo"], true)))
+        .collect();
+
+    let a = run(&[], &all, &discovered, &policy());
+    let access = |key: &str| {
+        let t = a.document.tools.iter().find(|t| t.tool.key == key);
+        t.unwrap_or_else(|| panic!("{key} is not served"))
+            .session
+            .clone()
+    };
+    assert_eq!(
+        access("team-a.vars_echo"),
+        SessionAccess::Keys(vec!["project".into(), "region".into()])
+    );
+    assert_eq!(access("team-a.plain_echo"), SessionAccess::Keys(vec![]));
+    let published = |server: &str| {
+        let u = a.document.upstreams.iter().find(|u| u.server == server);
+        u.unwrap_or_else(|| panic!("{server} is not published"))
+            .session_context
+            .clone()
+    };
+    assert_eq!(
+        published("team-a/vars").variables,
+        ["project".to_string(), "region".into()]
+    );
+    assert!(!published("team-a/vars").identity);
+    assert!(published("team-a/plain").is_off());
+    // Off is left out of the document; declared, it is there for every replica.
+    let text = serde_json::to_string(&a.document.upstreams).unwrap();
+    assert_eq!(text.matches("sessionContext").count(), 1, "{text}");
+
+    // team-a is neither trusted nor allowed identity: refused, and never connected to.
+    let v = &a.servers["team-a/who"].verdict;
+    assert_eq!(
+        *v,
+        Verdict::IdentityNotAllowed {
+            namespace: "team-a".into()
+        }
+    );
+    let (ready, reason, message) = ready_reason(v);
+    assert_eq!((ready, reason), (false, "IdentityNotAllowed"));
+    assert!(
+        message.contains("MCC_UPSTREAM_IDENTITY_NAMESPACES")
+            && message.contains("upstreams.identityNamespaces"),
+        "{message}"
+    );
+    assert!(!a.document.tools.iter().any(|t| t.resource == "who"));
+
+    // Allowed by the platform team: published with identity.
+    let mut allowed = policy();
+    allowed.upstream_identity.insert("team-a".into());
+    let a = run(&[], &all, &discovered, &allowed);
+    assert!(matches!(
+        a.servers["team-a/who"].verdict,
+        Verdict::Ready { .. }
+    ));
+    let who = a
+        .document
+        .upstreams
+        .iter()
+        .find(|u| u.server == "team-a/who");
+    assert!(who.unwrap().session_context.identity);
+    // The trusted namespaces may, without being listed.
+    assert!(policy().may_send_identity("ns") && !policy().may_send_identity("team-a"));
+
+    // Names the file mode refuses are refused here too, named as the MCPServer's field.
+    for (variables, expected) in [
+        (json!(["user"]), "identity: true"),
+        (json!(["Project"]), "not a session variable name"),
+        (json!(["a", "a"]), "listed twice"),
+    ] {
+        let bad = declared("bad", false, variables);
+        let a = run(&[], &[bad], &[], &policy());
+        match &a.servers["team-a/bad"].verdict {
+            Verdict::Invalid(e) => {
+                assert!(e.field.starts_with("sessionContext.variables["), "{e:?}");
+                assert!(e.message.contains(expected), "{e:?}");
+            }
+            other => panic!("expected InvalidSpec, got {other:?}"),
+        }
+    }
 }

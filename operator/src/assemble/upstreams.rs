@@ -4,7 +4,9 @@
 //!
 //! An MCPServer is served when its namespace may declare upstreams and its URL is on the
 //! egress allow-list ([`Policy::refused_upstream`]; `UpstreamNotAllowed`), its spec is
-//! valid (`InvalidSpec`), its namespace may publish under its groups (the same group
+//! valid (`InvalidSpec`), it sends the caller's identity only where allowed
+//! ([`Policy::may_send_identity`]; `IdentityNotAllowed`), its namespace may publish under
+//! its groups (the same group
 //! allow-list as Tools: a tenant cannot publish into `admin` or `public` through an
 //! upstream; `GroupNotAllowed`), it was discovered at its current URL at least once
 //! (`NotDiscovered`), and its tools fit its namespace's budget together with the
@@ -121,6 +123,11 @@ fn admit(
         Ok(s) => s,
         Err(e) => return ServerVerdict::refused(Verdict::Invalid(e)),
     };
+    if spec.session_context.identity && !policy.may_send_identity(namespace) {
+        return ServerVerdict::refused(Verdict::IdentityNotAllowed {
+            namespace: namespace.to_string(),
+        });
+    }
     if let Some(refusal) = policy.refused_group(namespace, &spec.groups) {
         return ServerVerdict::refused(Verdict::GroupNotAllowed {
             namespace: namespace.to_string(),
@@ -154,8 +161,9 @@ fn admit(
             runtime: Runtime::Local,
             introspect: false,
             name_from_callable: false,
-            // No session variable reaches an upstream (off by default, issue 33 item 4).
-            session: SessionAccess::Keys(Vec::new()),
+            // The variables its sessionContext names, and no other: the gateway assembles
+            // a call's context from these, and sends the upstream only what is declared.
+            session: SessionAccess::Keys(spec.session_context.variables.clone()),
         });
     }
     let bytes: u64 = entries.iter().map(size).sum();
@@ -195,6 +203,7 @@ fn admit(
         // Checked by `spec_of` above: never an error here.
         ca: crate::upstream::ca_ref(resource).ok().flatten(),
         token_audience: audience.map(str::to_string),
+        session_context: spec.session_context.clone(),
         timeout: spec.timeout,
         max_concurrency: spec.max_concurrency,
         available: discovery.available,

@@ -162,10 +162,14 @@ pub async fn reconcile(server: Arc<MCPServer>, ctx: Arc<Context>) -> Result<Acti
     let Some(before) = verdict_of(&server, &ctx, &policy) else {
         return Ok(Action::await_change());
     };
-    // Refused before any connection: not allowed, invalid, or groups not allowed.
+    // Refused before any connection: not allowed, invalid, identity or groups not
+    // allowed.
     let connectable = !matches!(
         before.verdict,
-        Verdict::UpstreamNotAllowed { .. } | Verdict::Invalid(_) | Verdict::GroupNotAllowed { .. }
+        Verdict::UpstreamNotAllowed { .. }
+            | Verdict::Invalid(_)
+            | Verdict::IdentityNotAllowed { .. }
+            | Verdict::GroupNotAllowed { .. }
     );
     let previous = ctx
         .discoveries

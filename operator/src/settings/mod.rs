@@ -17,6 +17,7 @@
 //! | `--upstream-allowed-urls` | `MCC_UPSTREAM_ALLOWED_URLS` | comma list of URL prefixes and hosts (`*.example.com`): the upstreams' egress allow-list; unset: none |
 //! | `--upstream-token-audiences` | `MCC_UPSTREAM_TOKEN_AUDIENCES` | comma list: audiences of projected ServiceAccount tokens MCPServers may ask for ([`upstreams`]); never the API server's or `--gateway-token-audience`; unset: none |
 //! | `--gateway-token-audience` | `MCC_GATEWAY_TOKEN_AUDIENCE` | the audience the gateway accepts (`MCC_TOKEN_AUDIENCE`), refused as an upstream token audience |
+//! | `--upstream-identity-namespaces` | `MCC_UPSTREAM_IDENTITY_NAMESPACES` | comma list: namespaces besides the trusted ones whose MCPServers may send the caller's identity (`sessionContext.identity`); unset: none |
 //! | `--session-all-namespaces` | `MCC_SESSION_ALL_NAMESPACES` | comma list: namespaces outside the trusted ones whose Tools may ask for every session variable (`sessionKeys: ["*"]`); unset: none |
 //! | `--approval-namespaces` | `MCC_APPROVAL_NAMESPACES` | comma list: namespaces whose tools (Tools and MCPServers' tools) all need a person's approval per call; unset: none |
 //!
@@ -91,6 +92,11 @@ pub struct TenancyArgs {
     /// comma-separated (unset: none).
     #[arg(long, env = "MCC_UPSTREAM_TOKEN_AUDIENCES")]
     pub upstream_token_audiences: Option<String>,
+    /// Namespaces besides the trusted ones whose MCPServers may send every caller's
+    /// identity to their upstream (`sessionContext.identity`), comma-separated (unset:
+    /// none).
+    #[arg(long, env = "MCC_UPSTREAM_IDENTITY_NAMESPACES")]
+    pub upstream_identity_namespaces: Option<String>,
     /// The audience the gateway accepts tokens for: never an upstream token audience.
     #[arg(long, env = "MCC_GATEWAY_TOKEN_AUDIENCE")]
     pub gateway_token_audience: Option<String>,
@@ -145,6 +151,7 @@ pub struct Tenancy {
     pub upstream_namespaces: PodScope,
     pub upstream_urls: Vec<String>,
     pub upstream_token_audiences: Vec<String>,
+    pub upstream_identity: BTreeSet<String>,
     pub approval_namespaces: BTreeSet<String>,
 }
 
@@ -186,6 +193,7 @@ impl TenancyArgs {
                 &self.gateway_token_audience,
                 &upstreams::api_server_audiences(),
             )?,
+            upstream_identity: upstreams::identity_namespaces(&self.upstream_identity_namespaces)?,
             approval_namespaces: namespace_list(&self.approval_namespaces, APPROVAL)?
                 .unwrap_or_default(),
         })
@@ -231,6 +239,7 @@ impl Tenancy {
             upstream_namespaces: self.upstream_namespaces.clone(),
             upstream_urls: self.upstream_urls.clone(),
             upstream_token_audiences: self.upstream_token_audiences.clone(),
+            upstream_identity: self.upstream_identity.clone(),
             approval_namespaces: self.approval_namespaces.clone(),
         })
     }

@@ -1,7 +1,9 @@
-//! `--upstream-namespaces`, `--upstream-allowed-urls` and `--upstream-token-audiences`:
-//! where `MCPServer`s may be declared, the egress allow-list of their URLs, and the
-//! audiences of projected ServiceAccount tokens they may ask for. The rule that applies both is
-//! [`crate::policy::Policy::refused_upstream`]; the chart renders the same list into the
+//! `--upstream-namespaces`, `--upstream-allowed-urls`, `--upstream-token-audiences` and
+//! `--upstream-identity-namespaces`: where `MCPServer`s may be declared, the egress
+//! allow-list of their URLs, the audiences of projected ServiceAccount tokens they may
+//! ask for, and where they may send the caller's identity. The rules that apply them are
+//! [`crate::policy::Policy::refused_upstream`] and
+//! [`crate::policy::Policy::may_send_identity`]; the chart renders the URL list into the
 //! operator's and the gateway's NetworkPolicy egress.
 
 use mcc_catalog::upstream::url_host;
@@ -12,6 +14,10 @@ use crate::policy::PodScope;
 const NAMESPACES: (&str, &str) = ("--upstream-namespaces", "MCC_UPSTREAM_NAMESPACES");
 const URLS: (&str, &str) = ("--upstream-allowed-urls", "MCC_UPSTREAM_ALLOWED_URLS");
 const AUDIENCES: (&str, &str) = ("--upstream-token-audiences", "MCC_UPSTREAM_TOKEN_AUDIENCES");
+const IDENTITY: (&str, &str) = (
+    "--upstream-identity-namespaces",
+    "MCC_UPSTREAM_IDENTITY_NAMESPACES",
+);
 
 /// Audiences the Kubernetes API server accepts by default (kubeadm, k3s, kind, EKS,
 /// GKE, AKS); the running cluster's own are added from this Pod's token
@@ -108,6 +114,13 @@ const MAX_ENTRIES: usize = 256;
 
 pub(super) fn namespaces(value: &Option<String>) -> Result<PodScope, SettingsError> {
     super::pods::namespace_scope(value, NAMESPACES)
+}
+
+/// Namespace names only: no `*` (identity is allowed namespace by namespace).
+pub(super) fn identity_namespaces(
+    value: &Option<String>,
+) -> Result<std::collections::BTreeSet<String>, SettingsError> {
+    Ok(super::namespace_list(value, IDENTITY)?.unwrap_or_default())
 }
 
 /// Each entry is an `http(s)://host[:port][/path]` prefix, a host name, or `*.` and a
@@ -209,5 +222,11 @@ mod tests {
         );
         let e = namespaces(&Some("team-a,*".into())).unwrap_err();
         assert_eq!(e.flag, "--upstream-namespaces");
+
+        let identity = identity_namespaces(&Some("team-a, team-b".into())).unwrap();
+        assert_eq!(identity, ["team-a".to_string(), "team-b".into()].into());
+        assert!(identity_namespaces(&None).unwrap().is_empty());
+        let e = identity_namespaces(&Some("team-a,*".into())).unwrap_err();
+        assert_eq!((e.flag, e.env), IDENTITY);
     }
 }
