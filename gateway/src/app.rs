@@ -287,7 +287,13 @@ fn build_parts(
         None => engine,
     };
     let engine = match catalog.upstreams() {
-        Some(upstreams) => engine.with_upstreams(upstreams),
+        Some(upstreams) => {
+            // Answers to upstream questions held for 2026-07-28 callers cross replicas.
+            if let Some((redis, _, prefix)) = sessions.redis_client() {
+                upstreams.enable_replicas(redis, &prefix);
+            }
+            engine.with_upstreams(upstreams)
+        }
         None => engine,
     };
     let (engine, reviewer) = match kube {

@@ -8,6 +8,11 @@
 //! A ticket lives in the session store's backend: Redis when configured (any replica may
 //! take the answer), else this process's memory. Taking it is atomic (`GETDEL`), so a
 //! ticket approves at most one call, and only a call bound exactly as the asked one.
+//!
+//! The same tickets, bound the same way, carry the question an upstream MCP server asked
+//! a 2026-07-28 caller's call ([`Tickets::issue_held`], [`Tickets::take_held`]): such a
+//! ticket names the held call and approves nothing, and an approval ticket resumes no
+//! call.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -18,6 +23,7 @@ use serde_json::{Map, Value};
 
 use crate::redis_conn::Conn;
 use crate::session::SessionStore;
+use crate::upstream::held::HeldRef;
 
 /// Tickets one user may be asked in one TTL window (Redis) or hold at once (memory).
 pub const MAX_TICKETS_PER_USER: usize = 100;
@@ -45,6 +51,23 @@ pub struct Binding {
     pub arguments: String,
     /// The `session` handle the call names, if any.
     pub session: Option<String>,
+}
+
+impl Binding {
+    /// What of `other` differs from this binding (`None`: the same call).
+    pub fn differs(&self, other: &Binding) -> Option<&'static str> {
+        if self.user != other.user {
+            Some("another user")
+        } else if self.key != other.key {
+            Some("another tool")
+        } else if self.session != other.session {
+            Some("another session")
+        } else if self.arguments != other.arguments {
+            Some("other arguments")
+        } else {
+            None
+        }
+    }
 }
 
 /// What became of an approval, as the audit event's `approval` records it.
@@ -178,8 +201,9 @@ impl ApprovalRequest<'_> {
         let stored = Stored {
             binding: self.binding.clone(),
             answered,
+            held: None,
         };
-        self.tickets.issue(&stored).await
+        self.tickets.issue(&stored, self.tickets.ttl).await
     }
 
     /// Settles a retry that carries `ticket` and `answer`: the ticket is taken (single
@@ -193,22 +217,16 @@ impl ApprovalRequest<'_> {
         let Some(ticket) = ticket else {
             return Ok(Err(Refusal::expired(self.key)));
         };
-        let Some(bound) = self.tickets.take(ticket).await? else {
+        // An upstream question's ticket approves nothing.
+        let Some(stored) = self
+            .tickets
+            .take(ticket)
+            .await?
+            .filter(|s| s.held.is_none())
+        else {
             return Ok(Err(Refusal::expired(self.key)));
         };
-        let mine = &self.binding;
-        let differs = if bound.user != mine.user {
-            Some("another user")
-        } else if bound.key != mine.key {
-            Some("another tool")
-        } else if bound.session != mine.session {
-            Some("another session")
-        } else if bound.arguments != mine.arguments {
-            Some("other arguments")
-        } else {
-            None
-        };
-        if let Some(what) = differs {
+        if let Some(what) = stored.binding.differs(&self.binding) {
             return Ok(Err(Refusal::mismatch(self.key, what)));
         }
         Ok(match answer {
@@ -234,6 +252,17 @@ struct Stored {
     binding: Binding,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     answered: Option<Map<String, Value>>,
+    /// An upstream question's ticket: the held call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    held: Option<HeldRef>,
+}
+
+/// A taken upstream question's ticket: the held call, and the params answered in the
+/// rounds before (see [`Tickets::answered`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldTicket {
+    pub held: HeldRef,
+    pub answered: Option<Map<String, Value>>,
 }
 
 /// The ticket store failed (Redis down) or refused (too many open questions).
@@ -292,10 +321,50 @@ impl Tickets {
         self.ttl
     }
 
-    async fn issue(&self, stored: &Stored) -> Result<Issued, TicketError> {
+    /// A ticket for the question an upstream asked the call bound by `binding`, held at
+    /// `held`, valid for `ttl` (the question's own bound); `answered`: as for approvals.
+    pub async fn issue_held(
+        &self,
+        binding: Binding,
+        answered: Option<Map<String, Value>>,
+        held: HeldRef,
+        ttl: Duration,
+    ) -> Result<Issued, TicketError> {
+        let stored = Stored {
+            binding,
+            answered,
+            held: Some(held),
+        };
+        self.issue(&stored, ttl).await
+    }
+
+    /// Takes an upstream question's ticket for the call bound by `binding`: gone
+    /// afterwards whatever follows. `Ok(Err(what))`: unknown (or an approval's), or
+    /// issued for a call whose `what` differs.
+    pub async fn take_held(
+        &self,
+        id: &str,
+        binding: &Binding,
+    ) -> Result<Result<HeldTicket, Option<&'static str>>, TicketError> {
+        let Some(stored) = self.take(id).await? else {
+            return Ok(Err(None));
+        };
+        let Some(held) = stored.held else {
+            return Ok(Err(None));
+        };
+        if let Some(what) = stored.binding.differs(binding) {
+            return Ok(Err(Some(what)));
+        }
+        Ok(Ok(HeldTicket {
+            held,
+            answered: stored.answered,
+        }))
+    }
+
+    async fn issue(&self, stored: &Stored, ttl: Duration) -> Result<Issued, TicketError> {
         let binding = &stored.binding;
         let id = new_id()?;
-        let ttl_secs = self.ttl.as_secs().max(1);
+        let ttl_secs = ttl.as_secs().max(1);
         match &self.backend {
             Backend::Memory(map) => {
                 let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
@@ -308,7 +377,7 @@ impl Tickets {
                 if mine >= MAX_TICKETS_PER_USER || map.len() >= MAX_TICKETS_IN_MEMORY {
                     return Err(TicketError::TooMany);
                 }
-                map.insert(id.clone(), (stored.clone(), now + self.ttl));
+                map.insert(id.clone(), (stored.clone(), now + ttl));
             }
             Backend::Redis { conn, prefix } => {
                 let counted: i64 = redis::cmd("EVAL")
@@ -336,13 +405,13 @@ impl Tickets {
         }
         Ok(Issued {
             id,
-            expires_in: self.ttl,
+            expires_in: ttl,
         })
     }
 
     /// Takes a ticket: it is gone afterwards, whoever took it. `None`: unknown, expired,
     /// already taken, or not a ticket id at all.
-    async fn take(&self, id: &str) -> Result<Option<Binding>, TicketError> {
+    async fn take(&self, id: &str) -> Result<Option<Stored>, TicketError> {
         if !is_ticket_id(id) {
             return Ok(None);
         }
@@ -352,7 +421,7 @@ impl Tickets {
                 Ok(map
                     .remove(id)
                     .filter(|(_, until)| *until > Instant::now())
-                    .map(|(s, _)| s.binding))
+                    .map(|(s, _)| s))
             }
             Backend::Redis { conn, prefix } => {
                 let text: Option<String> = redis::cmd("GETDEL")
@@ -361,7 +430,7 @@ impl Tickets {
                     .await
                     .map_err(unavailable)?;
                 // A value we did not write (or cannot read) approves nothing.
-                Ok(text.and_then(|t| serde_json::from_str::<Stored>(&t).ok().map(|s| s.binding)))
+                Ok(text.and_then(|t| serde_json::from_str::<Stored>(&t).ok()))
             }
         }
     }

@@ -129,3 +129,65 @@ fn the_question_shows_the_key_and_the_exact_arguments() {
     assert!(q.len() < MAX_SHOWN_ARGUMENTS + 200, "{}", q.len());
     assert!(q.ends_with("bytes in all)"), "{q}");
 }
+
+fn at(call: &str) -> HeldRef {
+    HeldRef {
+        replica: "r1".into(),
+        call: call.into(),
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_questions_ticket_resumes_its_own_call_once_and_approves_nothing() {
+    let tickets = memory(Duration::from_secs(60));
+    let ttl = Duration::from_secs(30);
+    let issued = tickets
+        .issue_held(binding("bob", "h1"), None, at("c1"), ttl)
+        .await
+        .unwrap();
+    assert!(is_ticket_id(&issued.id), "{}", issued.id);
+    assert_eq!(issued.expires_in, ttl);
+    // Another user, other arguments: refused, and spent either way.
+    let other = tickets
+        .issue_held(binding("bob", "h1"), None, at("c2"), ttl)
+        .await
+        .unwrap();
+    assert_eq!(
+        tickets.take_held(&other.id, &binding("eve", "h1")).await,
+        Ok(Err(Some("another user")))
+    );
+    assert_eq!(
+        tickets.take_held(&other.id, &binding("bob", "h1")).await,
+        Ok(Err(None))
+    );
+    let changed = tickets
+        .issue_held(binding("bob", "h1"), None, at("c3"), ttl)
+        .await
+        .unwrap();
+    assert_eq!(
+        tickets.take_held(&changed.id, &binding("bob", "h2")).await,
+        Ok(Err(Some("other arguments")))
+    );
+    // Its own call, once.
+    let taken = tickets.take_held(&issued.id, &binding("bob", "h1")).await;
+    assert_eq!(taken.unwrap().unwrap().held, at("c1"));
+    assert_eq!(
+        tickets.take_held(&issued.id, &binding("bob", "h1")).await,
+        Ok(Err(None))
+    );
+
+    // An upstream question's ticket approves nothing; an approval's resumes nothing.
+    let args = Map::new();
+    let asked = request(&tickets, &args, binding("bob", "h1"));
+    let held = tickets
+        .issue_held(binding("bob", "h1"), None, at("c4"), ttl)
+        .await
+        .unwrap();
+    let settled = asked.settle(Some(&held.id), Answer::Approve).await;
+    assert_eq!(settled.unwrap().unwrap_err().decision, Decision::Expired);
+    let approval = asked.issue(None).await.unwrap();
+    assert_eq!(
+        tickets.take_held(&approval.id, &binding("bob", "h1")).await,
+        Ok(Err(None))
+    );
+}

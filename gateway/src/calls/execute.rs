@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::approval::{ApprovalRequest, Binding, Decision, Refusal, TicketError};
+use super::held::{Bound, HeldAnswer};
 use super::{CallCtx, Shared};
 use crate::audit::AuditEvent;
 use crate::exec::{Call, ExecError, Outcome};
@@ -76,6 +77,22 @@ pub trait Ask: Send + Sync {
     /// waits, asks and replies with `Pending` (the client answers in a retry), or reads
     /// the answer the retry carries ([`ApprovalRequest::settle`]).
     async fn approve(&self, request: &ApprovalRequest<'_>) -> Approval<Self::Pending>;
+
+    /// The answer to an upstream's question this request carries (a 2026-07-28 retry
+    /// echoing its ticket, [`super::held`]): the held call resumes instead of a new one.
+    fn upstream_answer(&self) -> Option<HeldAnswer> {
+        None
+    }
+
+    /// The reply asking the caller an upstream's question under `ticket`; `None`: this
+    /// surface cannot ask (the upstream hears `cancel`).
+    fn upstream_question(
+        &self,
+        _question: rmcp::model::ElicitRequestParams,
+        _ticket: &super::approval::Issued,
+    ) -> Option<Self::Pending> {
+        None
+    }
 }
 
 /// What became of an approval a call needed.
@@ -273,16 +290,25 @@ async fn run<A: Ask>(
         Err(e) => return Executed::Invalid(e),
     };
     shared.audit.note_params(event, tool, &params);
+    // An upstream tool's call may end with the upstream's question to the caller.
+    let held = matches!(tool.kind, mcc_catalog::ToolKind::Mcp { .. }).then(|| {
+        let chosen = crate::audit::chosen_params(tool, &params);
+        Bound::new(binding(call, request, &chosen), &given, &request.params)
+    });
+    if let Some(answer) = ask.upstream_answer() {
+        let Some(bound) = held else {
+            return Executed::Session(SessionFailure {
+                message: super::held::refused(key, None),
+                caller_error: true,
+            });
+        };
+        return super::held::resume(shared, tool, bound, answer, ask).await;
+    }
     if mcc_catalog::approval::required(tool, &shared.approvals.policy) {
         let chosen = crate::audit::chosen_params(tool, &params);
         let approval = ApprovalRequest {
             key,
-            binding: Binding {
-                user: call.caller.username().to_string(),
-                key: key.to_string(),
-                arguments: crate::exec::cache::canonical_hash(&chosen),
-                session: request.session.map(str::to_string),
-            },
+            binding: binding(call, request, &chosen),
             arguments: &chosen,
             tickets: &shared.approvals.tickets,
         };
@@ -341,19 +367,22 @@ async fn run<A: Ask>(
     // What the tool is given: its write-back is applied as changes against this.
     let given = context.clone();
 
-    let execution = match shared
-        .engine
-        .execute(Call {
-            tool,
-            refs: catalog.refs(key),
-            params,
-            context,
-            caller: call.caller.username(),
-        })
-        .await
+    // Boxed: the engine's future (every runtime's) is large, and inline it would grow
+    // every frame above it.
+    let execution = match Box::pin(shared.engine.execute(Call {
+        tool,
+        refs: catalog.refs(key),
+        params,
+        context,
+        caller: call.caller.username(),
+    }))
+    .await
     {
         Ok(x) => x,
         Err(e) => {
+            if let Some(bound) = held {
+                return super::held::failed(shared, bound, e, ask).await;
+            }
             tracing::error!(tool = key, error = %e, "execute: could not run the tool");
             return Executed::NotRun(e);
         }
@@ -374,6 +403,17 @@ async fn run<A: Ask>(
     let mut ran = shape(outcome, execution.cached, shared.response_max_size);
     ran.upstream = execution.upstream;
     Executed::Ran(ran)
+}
+
+/// What a confirmation (or an upstream question's ticket) of this call is bound to:
+/// the user, the key, the hash of the arguments the caller chose, the session handle.
+fn binding(call: &CallCtx, request: &ExecRequest<'_>, chosen: &Map<String, Value>) -> Binding {
+    Binding {
+        user: call.caller.username().to_string(),
+        key: request.key.to_string(),
+        arguments: crate::exec::cache::canonical_hash(chosen),
+        session: request.session.map(str::to_string),
+    }
 }
 
 /// A successful result of a tool with an output schema must match it (checked on the
@@ -475,124 +515,5 @@ async fn write_back(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn shell_output_that_is_json_becomes_json() {
-        let exec: Tool = serde_json::from_value(
-            json!({"key": "t", "name": "t", "kind": "exec", "command": "echo"}),
-        )
-        .unwrap();
-        let mut func = exec.clone();
-        func.kind = mcc_catalog::ToolKind::Fn {
-            path: "m:f".into(),
-            python: None,
-        };
-        let out = |t: &Tool, v: Value| parse_shell_json(t, Outcome::Success(v));
-        assert_eq!(out(&exec, json!("5\n")), Outcome::Success(json!(5)));
-        assert_eq!(
-            out(&exec, json!("{\"a\": 1}")),
-            Outcome::Success(json!({"a": 1}))
-        );
-        assert_eq!(
-            out(&exec, json!("hello\n")),
-            Outcome::Success(json!("hello\n"))
-        );
-        assert_eq!(
-            out(&func, json!("{\"a\": 1}")),
-            Outcome::Success(json!("{\"a\": 1}"))
-        );
-        func.transform = Some("cat".into());
-        assert_eq!(out(&func, json!("[1]")), Outcome::Success(json!([1])));
-    }
-
-    #[test]
-    fn shapes_text_and_cuts_at_the_limit() {
-        let r = shape(Outcome::Success(json!({"a": 1})), false, 100);
-        assert_eq!(r.text.as_deref(), Some("{\"a\":1}"));
-        assert!(!r.truncated);
-        assert_eq!(shape(Outcome::Success(Value::Null), false, 100).text, None);
-        let fail = Outcome::Failure {
-            code: 3,
-            stdout: "out\n".into(),
-            stderr: "err\n".into(),
-        };
-        let r = shape(fail, false, 100);
-        assert_eq!(r.text.as_deref(), Some("[3,\"out\\n\",\"err\\n\"]"));
-        assert_eq!(r.exit_code(), 3);
-        let r = shape(Outcome::Success(json!("x".repeat(1000))), true, 100);
-        let t = r.text.unwrap();
-        assert!(r.truncated && t.len() <= 100, "{t}");
-        assert!(t.ends_with(crate::exec::result::TRUNCATION_NOTICE));
-    }
-
-    #[test]
-    fn results_are_checked_against_a_declared_output_schema_only() {
-        let mut tool: Tool = serde_json::from_value(
-            json!({"key": "t", "name": "t", "kind": "exec", "command": "echo"}),
-        )
-        .unwrap();
-        let fail = Outcome::Failure {
-            code: 1,
-            stdout: String::new(),
-            stderr: String::new(),
-        };
-        assert_eq!(
-            check_output(&tool, &Outcome::Success(json!("text"))),
-            Ok(())
-        );
-        tool.output_schema = Some(json!({
-            "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]
-        }));
-        assert_eq!(
-            check_output(&tool, &Outcome::Success(json!({"n": 1}))),
-            Ok(())
-        );
-        assert_eq!(check_output(&tool, &fail), Ok(()));
-        let e = check_output(&tool, &Outcome::Success(json!({"n": "1"}))).unwrap_err();
-        assert_eq!(e.path, "/n");
-        assert_eq!(Executed::<()>::BadOutput(e).label(), "error");
-    }
-
-    #[test]
-    fn labels_name_the_step_that_ended_the_call() {
-        let ran = |o| Executed::<()>::Ran(shape(o, false, 100));
-        assert_eq!(ran(Outcome::Success(json!(1))).label(), "success");
-        let fail = Outcome::Failure {
-            code: 1,
-            stdout: String::new(),
-            stderr: String::new(),
-        };
-        assert_eq!(ran(fail).label(), "failure");
-        assert_eq!(Executed::<()>::Unauthorized.label(), "unauthorized");
-        assert_eq!(Executed::Pending(()).label(), "input_required");
-        assert_eq!(Executed::<()>::Aborted.label(), "cancelled");
-    }
-
-    #[test]
-    fn every_label_is_an_outcome_metrics_and_the_audit_reader_know() {
-        let fail = Outcome::Failure {
-            code: 1,
-            stdout: String::new(),
-            stderr: String::new(),
-        };
-        let all = [
-            Executed::<()>::Unknown,
-            Executed::Unauthorized,
-            Executed::Cancelled,
-            Executed::Aborted,
-            Executed::Pending(()),
-            Executed::Ran(shape(Outcome::Success(json!(1)), false, 100)),
-            Executed::Ran(shape(fail, false, 100)),
-        ];
-        for executed in &all {
-            assert!(
-                crate::metrics::OUTCOMES.contains(&executed.label()),
-                "{}",
-                executed.label()
-            );
-        }
-    }
-}
+#[path = "execute_tests.rs"]
+mod tests;

@@ -4,7 +4,8 @@
 //!
 //! - [`execute`]: the execute pipeline (look up → authorize → ask for missing params →
 //!   validate → approval ([`approval`]) → rate limits → context → run → shape → write
-//!   back → audit, metrics);
+//!   back → audit, metrics), and an upstream's question to a 2026-07-28 caller, asked
+//!   and resumed across requests ([`held`]);
 //! - [`search`]: ranking for the caller, audited, as a list of hits;
 //! - [`view`]: what the caller may see of the catalog (the tools they may run, who they
 //!   are);
@@ -21,6 +22,7 @@
 
 pub mod approval;
 pub mod execute;
+pub mod held;
 pub mod search;
 pub mod text;
 pub mod view;

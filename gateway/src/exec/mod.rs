@@ -320,6 +320,33 @@ impl Engine {
         })
     }
 
+    /// Answers the question an upstream asked a held call of `tool` (`at`, from the
+    /// caller's ticket) and returns what follows ([`crate::upstream::Upstreams::resume`]);
+    /// never starts a call, never reads or fills the result cache (the result depends on
+    /// the answer).
+    pub async fn resume_upstream(
+        &self,
+        tool: &mcc_catalog::Tool,
+        at: &crate::upstream::held::HeldRef,
+        answer: rmcp::model::ElicitResult,
+    ) -> Result<crate::upstream::UpstreamReply, ExecError> {
+        let key = tool.key.clone();
+        let (ToolKind::Mcp { server, .. }, Some(upstreams)) = (&tool.kind, &self.upstreams) else {
+            return Err(ExecError::Upstream {
+                tool: key.clone(),
+                source: crate::upstream::UpstreamError::QuestionClosed { server: key },
+            });
+        };
+        let timeout = self.timeout(tool).map_err(|source| ExecError::Limits {
+            tool: key.clone(),
+            source,
+        })?;
+        upstreams
+            .resume(server, at, answer, timeout)
+            .await
+            .map_err(|source| ExecError::Upstream { tool: key, source })
+    }
+
     /// Fetches the values of the tool's Kubernetes references, per call (the resolver
     /// caches briefly), so a rotated Secret takes effect without a catalog change. A pod
     /// tool's references are the Pod spec's: their values never pass through the gateway.

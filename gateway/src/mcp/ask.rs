@@ -9,7 +9,10 @@
 //!
 //! Declined or cancelled → the caller returns `Execution cancelled: …`.
 //!
-//! [`McpAsk`] also asks for approval, after validation ([`super::approval`]).
+//! [`McpAsk`] also asks for approval, after validation ([`super::approval`]), and puts
+//! an upstream MCP server's question to a 2026-07-28 client as `input_required` under
+//! [`crate::upstream::relay::INPUT_KEY`], reading the retry's answer
+//! ([`crate::calls::held`]).
 
 use std::time::Duration;
 
@@ -21,6 +24,9 @@ use rmcp::model::{
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Map, Value, json};
+
+use crate::calls::held::HeldAnswer;
+use crate::upstream::relay::INPUT_KEY as UPSTREAM_KEY;
 
 /// The key of our question in an `input_required` result and in the client's answers.
 pub const INPUT_KEY: &str = "missing_params";
@@ -47,10 +53,12 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
     type Pending = InputRequiredResult;
 
     async fn missing_params(&self, tool: &Tool, key: &str, params: Map<String, Value>) -> Asked {
-        // A 2026-07-28 answer to the approval question repeats the original arguments
-        // only: the params answered in the round that asked come from its ticket.
+        // A 2026-07-28 answer to the approval question (or to an upstream's) repeats the
+        // original arguments only: the params answered in the round that asked come
+        // from its ticket.
         if let (Some(ticket), Some(answers)) = (self.state, self.answers)
-            && answers.contains_key(super::approval::INPUT_KEY)
+            && (answers.contains_key(super::approval::INPUT_KEY)
+                || answers.contains_key(UPSTREAM_KEY))
             && !answers.contains_key(INPUT_KEY)
             && let Some(answered) = self.tickets.answered(ticket).await
         {
@@ -70,6 +78,36 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
         request: &crate::calls::approval::ApprovalRequest<'_>,
     ) -> crate::calls::execute::Approval<InputRequiredResult> {
         super::approval::approve(request, self.ctx, self.answers, self.state).await
+    }
+
+    fn upstream_answer(&self) -> Option<HeldAnswer> {
+        if !stateless(self.ctx) {
+            return None;
+        }
+        let answer = self.answers?.get(UPSTREAM_KEY)?;
+        // An answer that cannot be read is no answer the upstream should act on.
+        let answer = serde_json::from_value::<ElicitResult>(answer.clone())
+            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Cancel));
+        Some(HeldAnswer {
+            ticket: self.state.unwrap_or_default().to_string(),
+            answer,
+        })
+    }
+
+    fn upstream_question(
+        &self,
+        question: ElicitRequestParams,
+        ticket: &crate::calls::approval::Issued,
+    ) -> Option<InputRequiredResult> {
+        let mut requests = InputRequests::new();
+        requests.insert(
+            UPSTREAM_KEY.to_string(),
+            InputRequest::Elicitation(ElicitRequest::new(question)),
+        );
+        Some(InputRequiredResult::new(
+            Some(requests),
+            Some(ticket.id.clone()),
+        ))
     }
 }
 

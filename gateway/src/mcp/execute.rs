@@ -89,9 +89,11 @@ pub async fn execute(
         state,
         tickets: &shared.approvals.tickets,
     };
-    // An upstream tool's questions go to this caller ([`crate::upstream::relay`]).
+    // An upstream tool's questions go to this caller ([`crate::upstream::relay`]). The
+    // pipeline's future is large; boxed, the frames that poll it stay small (an unoptimized
+    // build would otherwise overflow a worker thread's 2 MiB stack).
     let run = crate::upstream::relay::Caller::of(ctx)
-        .scope(pipeline::execute(shared, call, request, &ask));
+        .scope(Box::pin(pipeline::execute(shared, call, request, &ask)));
     let executed = match &progress {
         Some(progress) => progress.scope(run).await,
         None => run.await,

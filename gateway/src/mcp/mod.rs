@@ -224,7 +224,9 @@ impl McpServer {
                     let answers = request.input_responses.as_ref();
                     let state = request.request_state.as_deref();
                     let log = self.log.for_call(ctx, call.mcp_session.is_some());
-                    Ok(execute::execute(&self.shared, &call, a, ctx, answers, state, &log).await)
+                    // Boxed, so that the small handlers above do not carry its state.
+                    let run = execute::execute(&self.shared, &call, a, ctx, answers, state, &log);
+                    Ok(Box::pin(run).await)
                 }
                 Err(e) => Err(self.invalid_arguments(&call, name, &args, e)),
             },

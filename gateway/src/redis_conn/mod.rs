@@ -1,7 +1,8 @@
 //! The gateway's one Redis connection definition. Every Redis user of the gateway gets its
 //! connection here: sessions and handles ([`crate::session`]), the legacy MCP session
 //! registry, session owners and the SSE event store ([`crate::mcp`]), the elicitation
-//! relay's pub/sub channel, rate-limit windows ([`crate::ratelimit`]), the result cache
+//! relay's pub/sub channel, the held upstream questions' channels
+//! ([`crate::upstream::held_remote`]), rate-limit windows ([`crate::ratelimit`]), the result cache
 //! ([`crate::exec`]), the audit stream ([`crate::audit`]) and the search embedding cache
 //! (`mcc_search`, through [`mcc_search::RedisConnector`]). So how Redis is reached — one server, a master through Sentinel
 //! or a Redis Cluster ([`target`]), TLS and its CA, an ACL user — is read once and holds
@@ -340,6 +341,12 @@ impl Redis {
     /// Publishes `payload` on `channel` (`SPUBLISH` in a Cluster: the channel lives on
     /// its slot's shard, and [`Self::subscribe`] listens there).
     pub async fn publish(&self, channel: &str, payload: &str) -> RedisResult<()> {
+        self.publish_counted(channel, payload).await.map(drop)
+    }
+
+    /// [`Self::publish`], returning how many subscribers received it (in a Cluster, on
+    /// the channel's shard): 0 means nobody listens there now.
+    pub async fn publish_counted(&self, channel: &str, payload: &str) -> RedisResult<i64> {
         let command = match self.topology() {
             Topology::Cluster => "SPUBLISH",
             _ => "PUBLISH",
@@ -349,7 +356,6 @@ impl Redis {
             .arg(payload)
             .query_async::<i64>(&mut self.conn())
             .await
-            .map(drop)
     }
 
     /// The payloads published on `channel` from now on, on a connection of its own.

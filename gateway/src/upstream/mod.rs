@@ -11,6 +11,8 @@
 //! - [`reply`]: a `tools/call` result, verbatim;
 //! - [`context`]: what of the caller's session a call carries (`session_context:`);
 //! - [`relay`]: the upstream's progress and questions during a call, to its caller;
+//! - [`held`], [`held_remote`]: a 2026-07-28 caller's call held open while its caller
+//!   answers the upstream's question in a retry, on this replica or another;
 //! - [`merge`]: file tools plus upstream tools into one tool set (keys checked).
 //!
 //! Guarantees: discovery runs on the upstream's own schedule (`refresh`), again at once on
@@ -23,6 +25,9 @@
 
 pub use mcc_catalog::upstream::client as connect;
 pub mod context;
+mod error;
+pub mod held;
+pub mod held_remote;
 pub mod merge;
 #[cfg(feature = "kubernetes")]
 pub mod published;
@@ -43,32 +48,14 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use connect::{ConnectError, Session};
+use error::ABANDONED;
+pub use error::UpstreamError;
 pub use reply::UpstreamReply;
 
 /// How long one discovery (connect and every page) may take.
 pub const DISCOVERY_TIMEOUT: Duration = connect::DISCOVERY_TIMEOUT;
 /// The first retry of a failed upstream; doubled up to its `refresh`.
 const RETRY_MIN: Duration = Duration::from_secs(1);
-
-/// Why an upstream call did not return the upstream's result. Texts name the upstream
-/// and what happened; never a URL, a header or the upstream's transport error text.
-#[derive(Debug, thiserror::Error)]
-pub enum UpstreamError {
-    #[error("upstream '{server}' is not configured on this gateway")]
-    Unknown { server: String },
-    #[error("upstream '{server}' is unavailable ({reason})")]
-    Unavailable { server: String, reason: String },
-    #[error("upstream '{server}' did not answer within {seconds} s")]
-    Timeout { server: String, seconds: f64 },
-    #[error("upstream '{server}' refused the call: {message}")]
-    Refused { server: String, message: String },
-    /// A 2026-07-28 upstream's `input_required` result: answering it takes a retry of
-    /// the upstream call, which is not built (legacy upstreams' questions are relayed).
-    #[error(
-        "upstream '{server}' asked for input with input_required; only questions asked within the call (elicitation/create) are relayed"
-    )]
-    InputRequired { server: String },
-}
 
 /// What `/readyz` shows of an upstream (no URL: it may carry a token).
 #[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
@@ -110,6 +97,8 @@ struct Inner {
     header_resolver: std::sync::OnceLock<Arc<dyn crate::exec::environment::EnvResolver>>,
     /// Starts stdio upstreams (file mode: the tool runtime).
     launcher: Arc<std::sync::OnceLock<stdio::Launcher>>,
+    /// 2026-07-28 callers' calls held open for their answers.
+    held: held::Held,
 }
 
 struct Server {
@@ -154,8 +143,21 @@ impl Upstreams {
                 #[cfg(feature = "kubernetes")]
                 header_resolver: std::sync::OnceLock::new(),
                 launcher: Arc::default(),
+                held: held::Held::default(),
             }),
         }
+    }
+
+    /// Lets answers to held questions cross replicas through `redis` (keys under
+    /// `prefix`), until the gateway stops ([`held_remote`]). Without it, a question is
+    /// answerable on this replica only.
+    pub fn enable_replicas(&self, redis: crate::redis_conn::Redis, prefix: &str) {
+        held_remote::enable(&self.inner.held, redis, prefix, self.inner.stop.clone());
+    }
+
+    /// The calls held open for their callers' answers.
+    pub fn held(&self) -> &held::Held {
+        &self.inner.held
     }
 
     /// Where stdio upstreams (`command:`) run: the gateway's tool runtime and env floor.
@@ -307,18 +309,53 @@ impl Upstreams {
             });
         };
         let timeout = timeout.or(self.inner.default_timeout);
-        let seconds = timeout.map_or(0.0, |t| t.as_secs_f64());
         let meta = context.and_then(|c| context::meta(&up.spec.session_context, c));
-        let work = up.call(tool, arguments, meta);
-        match timeout {
-            Some(t) => tokio::time::timeout(t, work)
-                .await
-                .unwrap_or(Err(UpstreamError::Timeout {
-                    server: server.into(),
-                    seconds,
-                })),
-            None => work.await,
+        if relay::holdable() {
+            // A 2026-07-28 caller answers questions in a retry: the call outlives this
+            // request when the upstream asks ([`held`]).
+            let (name, tool) = (server.to_string(), tool.to_string());
+            let work = async move {
+                let work = up.call(&tool, arguments, meta);
+                bounded(work, timeout, &name).await
+            };
+            return self.inner.held.start(server, work).await;
         }
+        bounded(up.call(tool, arguments, meta), timeout, server).await
+    }
+
+    /// Answers the question a held call of upstream `server` asked (`at`, from the
+    /// caller's ticket) with `answer`, and returns what follows: the call's result, or
+    /// its next question ([`UpstreamError::Asked`]). Never starts a call.
+    pub async fn resume(
+        &self,
+        server: &str,
+        at: &held::HeldRef,
+        answer: rmcp::model::ElicitResult,
+        timeout: Option<Duration>,
+    ) -> Result<UpstreamReply, UpstreamError> {
+        let held = &self.inner.held;
+        if at.replica == held.replica() {
+            return held.resume(server, &at.call, answer).await;
+        }
+        let timeout = timeout.or(self.inner.default_timeout);
+        held_remote::resume(held, server, at, answer, timeout).await
+    }
+}
+
+/// `work` within `timeout` (a timeout names `server`).
+async fn bounded(
+    work: impl std::future::Future<Output = Result<UpstreamReply, UpstreamError>>,
+    timeout: Option<Duration>,
+    server: &str,
+) -> Result<UpstreamReply, UpstreamError> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, work)
+            .await
+            .unwrap_or(Err(UpstreamError::Timeout {
+                server: server.into(),
+                seconds: t.as_secs_f64(),
+            })),
+        None => work.await,
     }
 }
 
@@ -375,6 +412,13 @@ impl Server {
                 server: self.name().into(),
                 message: e.message.chars().take(1024).collect(),
             }),
+            Err(rmcp::ServiceError::Cancelled { reason })
+                if reason.as_deref() == Some(ABANDONED) =>
+            {
+                Err(UpstreamError::QuestionClosed {
+                    server: self.name().into(),
+                })
+            }
             Err(e) => {
                 // The session is gone (or broken): drop it, mark the upstream down, and
                 // let discovery reconnect.
@@ -406,7 +450,12 @@ impl Server {
             .service()
             .calls
             .register(handle.id.clone(), handle.progress_token.clone());
-        let result = relay::drive(handle.await_response(), events).await;
+        let Some(result) = relay::drive(handle.await_response(), events).await else {
+            // Dropping `abandoned` sends notifications/cancelled.
+            return Err(rmcp::ServiceError::Cancelled {
+                reason: Some(ABANDONED.into()),
+            });
+        };
         abandoned.id = None;
         result
     }

@@ -7,8 +7,9 @@ use serde_json::{Map, Value, json};
 
 use crate::exec::outcome::Outcome;
 
-/// One upstream result, verbatim (within the response bounds of the connection).
-#[derive(Debug, Clone, PartialEq)]
+/// One upstream result, verbatim (within the response bounds of the connection). Its
+/// serde form carries a held call's result between replicas ([`super::held_remote`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct UpstreamReply {
     /// MCP content blocks, as JSON objects.
     pub content: Vec<Value>,

@@ -86,4 +86,5 @@ mod upstream_everything;
 mod upstream_published;
 mod upstream_published_context;
 mod upstream_relay;
+mod upstream_relay_held;
 mod upstream_stdio;
