@@ -28,17 +28,17 @@ use serde::Deserialize;
 use crate::eval;
 
 #[derive(Deserialize)]
-struct Question {
-    set: String,
-    query: String,
-    tune: bool,
-    expected: Vec<String>,
+pub struct Question {
+    pub set: String,
+    pub query: String,
+    pub tune: bool,
+    pub expected: Vec<String>,
 }
 
 #[derive(Deserialize)]
-struct Export {
-    questions: Vec<Question>,
-    key_to_name: HashMap<String, String>,
+pub struct Export {
+    pub questions: Vec<Question>,
+    pub key_to_name: HashMap<String, String>,
 }
 
 const SETS: [&str; 4] = ["simple_python", "multiple", "live_simple", "live_multiple"];
@@ -70,6 +70,21 @@ fn ranks(
         .collect()
 }
 
+/// The rank (1-based) of the first of `results` with a name `q` expects.
+fn rank_of<'a>(
+    ex: &Export,
+    q: &Question,
+    mut results: impl Iterator<Item = &'a Tool>,
+) -> Option<usize> {
+    results
+        .position(|t| {
+            ex.key_to_name
+                .get(&t.key)
+                .is_some_and(|n| q.expected.contains(n))
+        })
+        .map(|r| r + 1)
+}
+
 fn line(ex: &Export, ranks: &[Option<usize>], tune: bool) -> String {
     let mut out = String::new();
     for set in SETS.iter().copied().chain(["overall"]) {
@@ -89,9 +104,9 @@ fn line(ex: &Export, ranks: &[Option<usize>], tune: bool) -> String {
     out
 }
 
-#[test]
-#[ignore = "tuning aid, needs the exported BFCL data and the model"]
-fn bfcl_grid() {
+/// The export directory (`MCC_BFCL_DIR`, default ~/.cache/mcc/bfcl/export) and its tools,
+/// loaded by the catalog loader.
+pub fn load_tools() -> (PathBuf, Vec<Tool>) {
     let dir = std::env::var_os("MCC_BFCL_DIR").map_or_else(
         || PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mcc/bfcl/export"),
         PathBuf::from,
@@ -102,9 +117,39 @@ fn bfcl_grid() {
     )
     .expect("loading the exported BFCL tools")
     .tools;
-    let ex: Export =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("questions.json")).unwrap())
-            .unwrap();
+    (dir, tools)
+}
+
+/// The questions and key → function name map of the export in `dir`.
+pub fn load_export(dir: &std::path::Path) -> Export {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("questions.json")).unwrap()).unwrap()
+}
+
+/// The hybrid index of `tools` with the shipped passages (`None`) or those of a
+/// `letters`, best-passage weight pair (see [`passage`]).
+fn build(
+    tools: &[Tool],
+    embeddings: (&Embedder, &EmbeddingCache),
+    fusion: Fusion,
+    passages: Option<(&str, f32)>,
+) -> SearchIndex {
+    match passages {
+        None => SearchIndex::build(tools, Some(embeddings), fusion),
+        Some((letters, w)) => {
+            let texts = |t: &Tool, s: &str| -> Vec<String> {
+                letters.chars().flat_map(|c| passage(c, t, s)).collect()
+            };
+            SearchIndex::build_with(tools, Some(embeddings), fusion, (&texts, w), &|| false)
+        }
+    }
+    .unwrap()
+}
+
+#[test]
+#[ignore = "tuning aid, needs the exported BFCL data and the model"]
+fn bfcl_grid() {
+    let (dir, tools) = load_tools();
+    let ex = load_export(&dir);
     let keyword = SearchIndex::build(&tools, None, Fusion::default()).unwrap();
     let r = ranks(&keyword, &ex, None, Mode::Keyword);
     dump(&ex, &keyword, None, Mode::Keyword, "keyword");
@@ -126,13 +171,7 @@ fn bfcl_grid() {
             .iter()
             .map(|q| {
                 let hits = kw.search(&q.query, 10, allowed.clone()).unwrap();
-                hits.iter()
-                    .position(|&(_, i)| {
-                        ex.key_to_name
-                            .get(&tools[i].key)
-                            .is_some_and(|n| q.expected.contains(n))
-                    })
-                    .map(|r| r + 1)
+                rank_of(&ex, q, hits.iter().map(|h| &tools[h.1]))
             })
             .collect();
         println!("keyword {w:?} tune:{}", line(&ex, &r, true));
@@ -160,15 +199,7 @@ fn bfcl_grid() {
                     .map(|(&(s, i), &c)| (s * c.powf(p), i))
                     .collect();
                 scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                scored
-                    .iter()
-                    .take(10)
-                    .position(|&(_, i)| {
-                        ex.key_to_name
-                            .get(&tools[i].key)
-                            .is_some_and(|n| q.expected.contains(n))
-                    })
-                    .map(|r| r + 1)
+                rank_of(&ex, q, scored.iter().take(10).map(|h| &tools[h.1]))
             })
             .collect();
         println!("keyword cov^{p} tune:{}", line(&ex, &r, true));
@@ -209,22 +240,8 @@ fn bfcl_grid() {
         .flat_map(|p| fusions.iter().map(move |f| (p, *f)))
     {
         let t0 = std::time::Instant::now();
-        let index = match p {
-            None => SearchIndex::build(&tools, Some((&embedder, &cache)), fusion).unwrap(),
-            Some((letters, w)) => {
-                let texts = |t: &Tool, s: &str| -> Vec<String> {
-                    letters.chars().flat_map(|c| passage(c, t, s)).collect()
-                };
-                SearchIndex::build_with(
-                    &tools,
-                    Some((&embedder, &cache)),
-                    fusion,
-                    (&texts, *w),
-                    &|| false,
-                )
-                .unwrap()
-            }
-        };
+        let spec = p.as_ref().map(|(l, w)| (l.as_str(), *w));
+        let index = build(&tools, (&embedder, &cache), fusion, spec);
         let built = t0.elapsed();
         let r = ranks(&index, &ex, Some(&qvs), Mode::Hybrid);
         let f = format!(
@@ -246,7 +263,7 @@ fn bfcl_grid() {
 }
 
 /// Words of an identifier or key, lowercased: `math.getFactorial_v2` → `math get factorial v2`.
-fn words(name: &str) -> String {
+pub fn words(name: &str) -> String {
     let parts = mcc_search::keyword::with_identifier_parts(name);
     let text = parts.split_once('\n').map_or(&*parts, |(_, p)| p);
     let text = if text.is_empty() { name } else { text };
@@ -261,7 +278,7 @@ fn words(name: &str) -> String {
 /// signature, `n` name words with parameter names, `m` name words and description, `h`
 /// name words alone, `p` name words with parameters and their descriptions, `e` each
 /// sentence of the description.
-fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
+pub fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
     let name = words(&t.key);
     let params: Vec<String> = t.visible_params().map(|p| words(&p.name)).collect();
     let desc = t.description.trim();
@@ -361,16 +378,7 @@ fn usage() -> (f64, f64) {
 #[test]
 #[ignore = "measurement, needs the exported BFCL data and the model"]
 fn bfcl_index_build() {
-    let dir = std::env::var_os("MCC_BFCL_DIR").map_or_else(
-        || PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/mcc/bfcl/export"),
-        PathBuf::from,
-    );
-    let tools = mcc_catalog::load(
-        &[dir.join("bfcl-tools.yaml").display().to_string()],
-        &Introspector::default(),
-    )
-    .expect("loading the exported BFCL tools")
-    .tools;
+    let (_, tools) = load_tools();
     let Ok(model) = eval::model_dir() else { return };
     let keyword = SearchIndex::build(&tools, None, Fusion::default()).unwrap();
     drop(keyword);
@@ -379,22 +387,10 @@ fn bfcl_index_build() {
     let (cpu0, rss0) = usage();
     let t0 = std::time::Instant::now();
     let spec = std::env::var("MCC_BFCL_PASSAGES").unwrap_or_default();
-    let index = match spec.split_once(':') {
-        None => SearchIndex::build(&tools, Some((&embedder, &cache)), Fusion::default()),
-        Some((letters, w)) => {
-            let texts = |t: &Tool, s: &str| -> Vec<String> {
-                letters.chars().flat_map(|c| passage(c, t, s)).collect()
-            };
-            SearchIndex::build_with(
-                &tools,
-                Some((&embedder, &cache)),
-                Fusion::default(),
-                (&texts, w.parse().unwrap()),
-                &|| false,
-            )
-        }
-    }
-    .unwrap();
+    let passages = spec
+        .split_once(':')
+        .map(|(l, w)| (l, w.parse().expect("letters:weight")));
+    let index = build(&tools, (&embedder, &cache), Fusion::default(), passages);
     let wall = t0.elapsed().as_secs_f64();
     let (cpu1, rss1) = usage();
     assert!(index.has_embeddings());

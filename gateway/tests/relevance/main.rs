@@ -5,6 +5,7 @@
 //! keyword floor is checked and the test says so.
 
 mod bfcl;
+mod bfcl_features;
 mod eval;
 mod tune;
 
