@@ -5,7 +5,7 @@
 //!   in the call itself (bound to it by construction), a form with no fields whose
 //!   message shows the key and the exact arguments; accept runs the call;
 //! - 2026-07-28 clients that declared elicitation get an `input_required` result with
-//!   the question under [`INPUT_KEY`] and a single-use ticket as `requestState`; the
+//!   the question under [`APPROVAL`] and a single-use ticket as `requestState`; the
 //!   retry must carry both, for exactly the same call;
 //! - other clients are refused: a call that needs approval never runs unasked (unlike
 //!   missing params, where MCC goes on without asking).
@@ -18,11 +18,9 @@ use rmcp::model::{
 use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::json;
 
+use super::input::{APPROVAL, MISSING_PARAMS, stateless};
 use crate::calls::approval::{Answer, ApprovalRequest, Decision, Refusal};
 use crate::calls::execute::Approval;
-
-/// The key of the approval question in an `input_required` result and in the answers.
-pub const INPUT_KEY: &str = "approval";
 
 /// A form without fields: the person only accepts or declines.
 fn confirmation() -> Option<ElicitationSchema> {
@@ -46,8 +44,8 @@ pub async fn approve(
         message: request.question(),
         requested_schema,
     };
-    if super::ask::stateless(ctx) {
-        if let Some(answer) = answers.and_then(|a| a.get(INPUT_KEY)) {
+    if stateless(ctx) {
+        if let Some(answer) = answers.and_then(|a| a.get(APPROVAL)) {
             let read = serde_json::from_value::<ElicitResult>(answer.clone()).ok();
             let answer = match &read {
                 Some(r) if r.action == ElicitationAction::Accept => Answer::Approve,
@@ -72,7 +70,7 @@ pub async fn approve(
         // The missing params answered in this request, for the retry (see
         // `Tickets::answered`).
         let answered = answers
-            .and_then(|a| a.get(super::ask::INPUT_KEY))
+            .and_then(|a| a.get(MISSING_PARAMS))
             .and_then(|a| serde_json::from_value::<ElicitResult>(a.clone()).ok())
             .filter(|r| r.action == ElicitationAction::Accept)
             .and_then(|r| match r.content {
@@ -83,7 +81,7 @@ pub async fn approve(
             Ok(ticket) => {
                 let mut requests = InputRequests::new();
                 requests.insert(
-                    INPUT_KEY.to_string(),
+                    APPROVAL.to_string(),
                     InputRequest::Elicitation(ElicitRequest::new(question)),
                 );
                 Approval::Pending(InputRequiredResult::new(Some(requests), Some(ticket.id)))

@@ -20,16 +20,14 @@ use mcc_catalog::{Param, Tool};
 use rmcp::RoleServer;
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
-    InputRequest, InputRequests, InputRequiredResult, InputResponses, ProtocolVersion,
+    InputRequest, InputRequests, InputRequiredResult, InputResponses,
 };
 use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Map, Value, json};
 
+use super::input::{APPROVAL, MISSING_PARAMS, stateless};
 use crate::calls::held::HeldAnswer;
 use crate::upstream::relay::INPUT_KEY as UPSTREAM_KEY;
-
-/// The key of our question in an `input_required` result and in the client's answers.
-pub const INPUT_KEY: &str = "missing_params";
 
 /// How long a legacy client may take to answer.
 const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
@@ -57,9 +55,8 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
         // original arguments only: the params answered in the round that asked come
         // from its ticket.
         if let (Some(ticket), Some(answers)) = (self.state, self.answers)
-            && (answers.contains_key(super::approval::INPUT_KEY)
-                || answers.contains_key(UPSTREAM_KEY))
-            && !answers.contains_key(INPUT_KEY)
+            && (answers.contains_key(APPROVAL) || answers.contains_key(UPSTREAM_KEY))
+            && !answers.contains_key(MISSING_PARAMS)
             && let Some(answered) = self.tickets.answered(ticket).await
         {
             // Only what the retry lacks: a value it carries itself is its own (and is
@@ -160,7 +157,7 @@ pub async fn missing_params(
         requested_schema,
     };
     if stateless(ctx) {
-        if let Some(answer) = answers.and_then(|a| a.get(INPUT_KEY)) {
+        if let Some(answer) = answers.and_then(|a| a.get(MISSING_PARAMS)) {
             return match serde_json::from_value::<ElicitResult>(answer.clone()) {
                 Ok(result) => apply(result, params),
                 Err(e) => {
@@ -177,7 +174,7 @@ pub async fn missing_params(
         }
         let mut requests = InputRequests::new();
         requests.insert(
-            INPUT_KEY.to_string(),
+            MISSING_PARAMS.to_string(),
             InputRequest::Elicitation(ElicitRequest::new(question)),
         );
         return Asked::Pending(InputRequiredResult::from_input_requests(requests));
@@ -201,13 +198,6 @@ pub async fn missing_params(
             Asked::Proceed(params)
         }
     }
-}
-
-/// Whether the client speaks 2026-07-28: it is asked with `input_required` and answers in
-/// a retry of the call, not within it.
-pub(super) fn stateless(ctx: &RequestContext<RoleServer>) -> bool {
-    ctx.protocol_version()
-        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
 }
 
 fn apply(result: ElicitResult, mut params: Map<String, Value>) -> Asked {

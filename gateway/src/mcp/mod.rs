@@ -20,6 +20,7 @@ pub mod ask;
 pub mod completion;
 pub mod events;
 pub mod execute;
+pub mod input;
 pub mod jsonrpc;
 pub mod legacy_sessions;
 pub mod list_changed;

@@ -141,3 +141,35 @@ async fn the_owner_is_checked_on_every_replica() {
     a.stop().await;
     b.stop().await;
 }
+
+/// A session that moves to a replica (the one that served it stopped) is restored there
+/// once, however many of its requests arrive at once: each is answered, none with a
+/// restore error (rmcp alone answered 500 to a request that found the session missing
+/// just before another request of it restored it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moving_replicas_serves_its_simultaneous_requests() {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let prefix = format!("mccrestore-{}-{nanos}", std::process::id());
+    let (alice_key, bob_key) = (api_key::mint(None).unwrap(), api_key::mint(None).unwrap());
+    let alice = client_with(&alice_key);
+    let a = gateway(&alice_key, &bob_key, Some(&prefix)).await;
+    let b = gateway(&alice_key, &bob_key, Some(&prefix)).await;
+    for round in 0..5u64 {
+        let sid = raw_initialize(&alice, &a.url).await;
+        let calls = (0..12u64).map(|i| post(&alice, &b.url, Some(&sid), echo(round * 100 + i)));
+        let statuses: Vec<u16> = futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|(status, _, _)| status)
+            .collect();
+        assert!(
+            statuses.iter().all(|s| *s == 200),
+            "round {round}: {statuses:?}"
+        );
+    }
+    a.stop().await;
+    b.stop().await;
+}
