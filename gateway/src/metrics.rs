@@ -74,7 +74,7 @@ pub const UNKNOWN: &str = "unknown";
 
 /// What ended an `execute` call: the one vocabulary of `mcc_tool_calls_total`'s `outcome`
 /// label, of audit events' `outcome` and of `mcc audit --outcome`
-/// (`calls::execute::Executed::label` names each call's).
+/// (`calls::executed::Executed::label` names each call's).
 pub const OUTCOMES: &[&str] = &[
     "success",
     "failure",

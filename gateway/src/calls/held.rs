@@ -13,23 +13,15 @@
 //! another call is refused and spent.
 
 use mcc_catalog::Tool;
-use rmcp::model::{ElicitRequestParams, ElicitResult};
+use rmcp::model::ElicitRequestParams;
 use serde_json::{Map, Value};
 
 use super::Shared;
 use super::approval::{Binding, HeldTicket, Issued, TicketError};
-use super::execute::{Ask, Executed, SessionFailure, check_output, shape};
+use super::executed::{Ask, Executed, HeldAnswer, SessionFailure, check_output, shape};
 use crate::exec::ExecError;
 use crate::upstream::UpstreamError;
 use crate::upstream::held::{self, Asked};
-
-/// A retry's answer to an upstream's question: the ticket it echoes (empty when it
-/// echoes none) and the answer.
-#[derive(Debug, Clone)]
-pub struct HeldAnswer {
-    pub ticket: String,
-    pub answer: ElicitResult,
-}
 
 /// What a call that may end with an upstream's question needs to ask it: the binding,
 /// and the params the client answered in earlier rounds (a retry repeats only its

@@ -17,11 +17,12 @@
 //!
 //! What differs between the surfaces is not here: how a typed outcome becomes an MCP
 //! result, status codes and JSON shapes (`rest`), and asking
-//! the client for missing params (MCP only: [`execute::Ask`]). Who the caller is comes
+//! the client for missing params (MCP only: [`executed::Ask`]). Who the caller is comes
 //! from [`crate::auth`]'s middleware on both.
 
 pub mod approval;
 pub mod execute;
+pub mod executed;
 pub mod held;
 pub mod search;
 pub mod text;
@@ -34,7 +35,7 @@ use crate::catalog::LiveCatalog;
 use crate::exec::Engine;
 use crate::metrics::Metrics;
 use crate::session::{Scope, SessionError, SessionStore};
-use execute::SessionFailure;
+use executed::SessionFailure;
 use mcc_search::SearchService;
 
 /// What every call shares, whichever surface it came from.

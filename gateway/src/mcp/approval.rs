@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::input::{APPROVAL, MISSING_PARAMS, stateless};
 use crate::calls::approval::{Answer, ApprovalRequest, Decision, Refusal};
-use crate::calls::execute::Approval;
+use crate::calls::executed::Approval;
 
 /// A form without fields: the person only accepts or declines.
 fn confirmation() -> Option<ElicitationSchema> {

@@ -26,7 +26,7 @@ use rmcp::service::{ElicitationMode, RequestContext};
 use serde_json::{Map, Value, json};
 
 use super::input::{APPROVAL, MISSING_PARAMS, stateless};
-use crate::calls::held::HeldAnswer;
+use crate::calls::executed::HeldAnswer;
 use crate::upstream::relay::INPUT_KEY as UPSTREAM_KEY;
 
 /// How long a legacy client may take to answer.
@@ -34,9 +34,9 @@ const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What to do after checking for missing parameters; pending: the `input_required`
 /// result to reply with (the client retries with an answer).
-pub type Asked = crate::calls::execute::Asked<InputRequiredResult>;
+pub type Asked = crate::calls::executed::Asked<InputRequiredResult>;
 
-/// The pipeline's [`crate::calls::execute::Ask`] for one MCP request: asks the client
+/// The pipeline's [`crate::calls::executed::Ask`] for one MCP request: asks the client
 /// as described above.
 pub struct McpAsk<'a> {
     pub ctx: &'a RequestContext<RoleServer>,
@@ -47,7 +47,7 @@ pub struct McpAsk<'a> {
 }
 
 #[async_trait::async_trait]
-impl crate::calls::execute::Ask for McpAsk<'_> {
+impl crate::calls::executed::Ask for McpAsk<'_> {
     type Pending = InputRequiredResult;
 
     async fn missing_params(&self, tool: &Tool, key: &str, params: Map<String, Value>) -> Asked {
@@ -73,7 +73,7 @@ impl crate::calls::execute::Ask for McpAsk<'_> {
     async fn approve(
         &self,
         request: &crate::calls::approval::ApprovalRequest<'_>,
-    ) -> crate::calls::execute::Approval<InputRequiredResult> {
+    ) -> crate::calls::executed::Approval<InputRequiredResult> {
         super::approval::approve(request, self.ctx, self.answers, self.state).await
     }
 

@@ -22,12 +22,13 @@ use serde_json::{Map, Value};
 use super::ask::McpAsk;
 use super::logging::CallLog;
 use super::{CallCtx, Shared};
-use crate::calls::execute::{self as pipeline, ExecRequest, Executed, Ran};
+use crate::calls::execute as pipeline;
+use crate::calls::executed::{ExecRequest, Executed, Ran};
 use crate::calls::text;
 use crate::exec::Outcome;
 
 /// Kept here for the callers that knew it here (the `mcc` CLI).
-pub use crate::calls::execute::parse_shell_json;
+pub use crate::calls::executed::parse_shell_json;
 
 /// The arguments of `execute`.
 #[derive(Debug, Deserialize)]
@@ -187,7 +188,7 @@ mod tests {
     }
 
     fn shaped(outcome: Outcome, limit: usize) -> CallToolResult {
-        shape(pipeline::shape(outcome, false, limit), limit)
+        shape(crate::calls::executed::shape(outcome, false, limit), limit)
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub async fn read(
 
 /// The session context as one JSON object, encoded as `get_session` encodes a value.
 async fn session_json(shared: &Shared, call: &CallCtx) -> Result<String, McpError> {
-    let failed = |failure: crate::calls::execute::SessionFailure| {
+    let failed = |failure: crate::calls::executed::SessionFailure| {
         if failure.caller_error {
             McpError::invalid_params(failure.message, None)
         } else {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::calls::approval::{Answer, ApprovalRequest};
-use crate::calls::execute::{Approval, Ask, Asked};
+use crate::calls::executed::{Approval, Ask, Asked};
 
 /// `428 approval_required`: what to show and how to answer.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]

@@ -10,7 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::calls::approval::Decision;
-use crate::calls::execute::SessionFailure;
+use crate::calls::executed::SessionFailure;
 use crate::ratelimit::RateLimited;
 
 /// The body of every error response.

@@ -22,7 +22,8 @@ use super::types::{
     ToolList, WhoAmIBody,
 };
 use crate::auth::Identity;
-use crate::calls::execute::{self as pipeline, ExecRequest, Executed};
+use crate::calls::execute as pipeline;
+use crate::calls::executed::{ExecRequest, Executed};
 use crate::calls::search::{self, Searched};
 use crate::calls::view;
 use crate::calls::{CallCtx, Shared};

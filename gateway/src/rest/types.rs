@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::calls::execute::Ran;
+use crate::calls::executed::Ran;
 use crate::calls::search::Found;
 use crate::calls::view::WhoAmI;
 use crate::exec::Outcome;
