@@ -20,6 +20,7 @@ pub mod caller_caps;
 pub mod connections;
 pub mod jsonrpc_guard;
 pub mod quickack;
+pub mod restore_gate;
 pub mod sse_coalesce;
 
 use std::convert::Infallible;
@@ -198,6 +199,7 @@ pub fn router_with(
     let (service, sessions) = mcp_service(shared.clone(), options);
     // Unauthenticated: OAuth discovery (RFC 9728) for MCP clients.
     let well_known = auth::oauth::routes(authenticator.oauth());
+    let restore_gate = restore_gate::RestoreGate::new(sessions.clone());
     let caps = CallerCaps::new(
         max_legacy_sessions_per_caller,
         max_sse_streams_per_caller,
@@ -215,6 +217,11 @@ pub fn router_with(
         .layer(middleware::from_fn_with_state(
             owners,
             session_owner::enforce,
+        ))
+        // Inside the owner check: one restore at a time per session moving here.
+        .layer(middleware::from_fn_with_state(
+            restore_gate,
+            restore_gate::serialize,
         ))
         // Inside authentication: counts per caller.
         .layer(middleware::from_fn_with_state(caps, caller_caps::enforce))
