@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mcp_support::replica::*;
 use mcp_support::*;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, InputRequiredResult, InputResponses};
+use rmcp::model::CallToolResponse;
 use serde_json::{Value, json};
 
 /// Tools that ask for approval themselves, one cached, after the standard ones (among
@@ -160,28 +160,7 @@ async fn once(
     answer: Option<Value>,
     state: Option<&str>,
 ) -> CallToolResponse {
-    let mut params = CallToolRequestParams::new("execute").with_arguments(args(arguments));
-    params.input_responses = answer.map(|a| {
-        let mut responses = InputResponses::new();
-        responses.insert("approval".into(), a);
-        responses
-    });
-    params.request_state = state.map(str::to_string);
-    client.call_tool_once(params).await.unwrap()
-}
-
-fn asked(response: CallToolResponse) -> InputRequiredResult {
-    match response {
-        CallToolResponse::InputRequired(r) => r,
-        other => panic!("expected input_required, got {other:?}"),
-    }
-}
-
-fn result_text(response: CallToolResponse) -> String {
-    match response {
-        CallToolResponse::Complete(r) => text(&r),
-        other => panic!("expected a result, got {other:?}"),
-    }
+    execute_once(client, arguments, "approval", answer, state).await
 }
 
 fn accept() -> Value {

@@ -16,8 +16,8 @@ use mcp_support::replica::*;
 use mcp_support::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, Implementation, InputRequiredResult, InputResponses,
-    NumberOrString, ProgressNotificationParam, ProgressToken, RequestMetaObject,
+    ElicitResult, ElicitationAction, Implementation, NumberOrString, ProgressNotificationParam,
+    ProgressToken, RequestMetaObject,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use rmcp::{ClientHandler, ClientServiceExt};
@@ -63,29 +63,8 @@ async fn once(
     answer: Option<Value>,
     ticket: Option<&str>,
 ) -> CallToolResponse {
-    let mut call = CallToolRequestParams::new("execute")
-        .with_arguments(args(json!({"key": key, "params": params})));
-    call.input_responses = answer.map(|a| {
-        let mut responses = InputResponses::new();
-        responses.insert("upstream".into(), a);
-        responses
-    });
-    call.request_state = ticket.map(str::to_string);
-    client.call_tool_once(call).await.unwrap()
-}
-
-fn asked(response: CallToolResponse) -> InputRequiredResult {
-    match response {
-        CallToolResponse::InputRequired(r) => r,
-        other => panic!("expected input_required, got {other:?}"),
-    }
-}
-
-fn result_text(response: CallToolResponse) -> String {
-    match response {
-        CallToolResponse::Complete(r) => text(&r),
-        other => panic!("expected a result, got {other:?}"),
-    }
+    let arguments = json!({"key": key, "params": params});
+    execute_once(client, arguments, "upstream", answer, ticket).await
 }
 
 fn accept_ada() -> Value {

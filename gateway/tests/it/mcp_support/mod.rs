@@ -388,6 +388,41 @@ pub async fn stateless(url: &str, handler: TestClient) -> Client {
         .expect("2026-07-28 client connects")
 }
 
+/// A 2026-07-28 `execute` with `arguments`, sent once (no automatic retry): `answer` to
+/// the question asked under `input` (`approval`, `upstream`, …), `state` the ticket echoed.
+pub async fn execute_once(
+    client: &Client,
+    arguments: Value,
+    input: &str,
+    answer: Option<Value>,
+    state: Option<&str>,
+) -> rmcp::model::CallToolResponse {
+    let mut params = CallToolRequestParams::new("execute").with_arguments(args(arguments));
+    params.input_responses = answer.map(|a| {
+        let mut responses = rmcp::model::InputResponses::new();
+        responses.insert(input.into(), a);
+        responses
+    });
+    params.request_state = state.map(str::to_string);
+    client.call_tool_once(params).await.unwrap()
+}
+
+/// The question of an `input_required` reply (panics on anything else).
+pub fn asked(response: rmcp::model::CallToolResponse) -> rmcp::model::InputRequiredResult {
+    match response {
+        rmcp::model::CallToolResponse::InputRequired(r) => r,
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
+
+/// The text of a complete reply (panics on anything else).
+pub fn result_text(response: rmcp::model::CallToolResponse) -> String {
+    match response {
+        rmcp::model::CallToolResponse::Complete(r) => text(&r),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
 pub fn args(v: Value) -> Map<String, Value> {
     v.as_object().cloned().expect("arguments are an object")
 }
