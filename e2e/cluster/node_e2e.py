@@ -232,13 +232,17 @@ def run(kube, args, check):
     # A readiness probe refused while the process starts is how readiness works (the
     # operator's has no startupProbe), and so is a mount retried because the kubelet's
     # own Secret watch had not synced yet (a loaded machine; a missing Secret reads
-    # `secret "…" not found` instead); anything else (liveness, back-off, mounts) is not.
+    # `secret "…" not found` instead). So is the API server's own ClusterIP repair loop
+    # noticing a Service created while it took its snapshot (`ClusterIPNotAllocated …
+    # repairing`, a known race of kube-apiserver's allocator; it repairs, and the Services
+    # are used below). Anything else (liveness, back-off, mounts) is not.
     events = kube.items("events", NS)
     warnings = [f"{e['involvedObject']['name']}: {e['reason']}: {e.get('message', '')[:140]}" for e in events
                 if e.get("type") == "Warning"]
-    startup = (": Unhealthy: Readiness probe failed:", ": failed to sync secret cache")
+    startup = (": Unhealthy: Readiness probe failed:", ": failed to sync secret cache",
+               ": ClusterIPNotAllocated: ")
     bad = [w for w in warnings if not any(s in w for s in startup)]
-    check(f"no Warning events in mcc-system but readiness and Secret sync at start ({len(warnings) - len(bad)} "
+    check(f"no Warning events in mcc-system but readiness, Secret sync and IP repair at start ({len(warnings) - len(bad)} "
           "of those)", not bad, bad[:5])
 
     # --- Logs through the kubelet: JSON lines.
