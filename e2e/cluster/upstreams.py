@@ -355,6 +355,13 @@ def session_context(c, port):
         c.check("the catalog document carries its sessionContext for every replica",
                 declared == {"identity": True, "variables": ["project"]}, declared)
 
+        # The ConfigMap holds them before each gateway has loaded it.
+        def served(base):
+            return all(http(f"{base}/v1/tools/public.{key}", c.alice_key)[0] == 200
+                       for key in ("ctx_first", "plain_first"))
+        took = c.on_every_gateway(served, 30)
+        c.check("both gateways serve the two upstreams' tools", took is not None, took)
+
         def metas():
             return json.loads(urllib.request.urlopen(url.replace("/mcp", "/metas"), timeout=10).read())
         for base in c.bases():
