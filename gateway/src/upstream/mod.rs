@@ -3,8 +3,9 @@
 //! beside the files' tools. Owns the upstreams' state and their calls; the conversion
 //! rule is the catalog crate's, the catalog swap is [`crate::catalog::live`]'s.
 //!
-//! - [`connect`]: one rmcp client session per upstream, the bounded `tools/list` (the
+//! - [`connect`]: an rmcp client session to an upstream, the bounded `tools/list` (the
 //!   catalog crate's `upstream::client`, shared with the operator's discovery);
+//! - [`sessions`]: an upstream's shared session and its connection threads' own;
 //! - [`stdio`]: a `command:` upstream's process, started by the tool runtime (the
 //!   executor, or the gateway's own process group in the embedded default), its stdio
 //!   the session's transport;
@@ -33,6 +34,7 @@ pub mod merge;
 pub mod published;
 pub mod relay;
 pub mod reply;
+mod sessions;
 pub mod stdio;
 
 use std::collections::BTreeMap;
@@ -104,7 +106,7 @@ struct Inner {
 struct Server {
     spec: UpstreamSpec,
     state: Mutex<State>,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    sessions: sessions::Sessions,
     permits: Semaphore,
     /// Discovery now: list_changed, or a call found the connection gone.
     wake: Arc<Notify>,
@@ -188,7 +190,7 @@ impl Upstreams {
                     let server = Arc::new(Server {
                         permits: Semaphore::new(spec.max_concurrency),
                         state: Mutex::new(State::default()),
-                        session: tokio::sync::Mutex::new(None),
+                        sessions: Default::default(),
                         wake: Arc::new(Notify::new()),
                         attempted: watch::channel(false).0,
                         stop: self.inner.stop.child_token(),
@@ -393,7 +395,13 @@ impl Server {
                 server: self.name().into(),
                 reason: "it is being removed".into(),
             })?;
-        let session = self.session().await.map_err(|e| self.lost(&e))?;
+        // A stdio server's session is a process: calls share it.
+        let per_thread = self.spec.command.is_none();
+        let session = self
+            .sessions
+            .for_call(per_thread, async || self.connect().await)
+            .await
+            .map_err(|e| self.lost(&e))?;
         let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         params.meta = meta.map(rmcp::model::RequestMetaObject::from);
         match self.send_call(&session, params).await {
@@ -422,7 +430,7 @@ impl Server {
             Err(e) => {
                 // The session is gone (or broken): drop it, mark the upstream down, and
                 // let discovery reconnect.
-                *self.session.lock().await = None;
+                self.sessions.forget(&session).await;
                 Err(self.lost(&ConnectError::Connect(e.to_string())))
             }
         }
@@ -483,22 +491,19 @@ impl Server {
         }
     }
 
-    /// The session, connected on first use (and after a loss).
+    /// The shared session, connected on first use (and after a loss).
     async fn session(&self) -> Result<Arc<Session>, ConnectError> {
-        let mut slot = self.session.lock().await;
-        if let Some(s) = slot.as_ref()
-            && !s.is_transport_closed()
-        {
-            return Ok(s.clone());
-        }
+        self.sessions.shared(async || self.connect().await).await
+    }
+
+    /// A new session to the upstream.
+    async fn connect(&self) -> Result<Session, ConnectError> {
         #[cfg(feature = "kubernetes")]
         if let Some(headers) = &self.published {
             let spec = headers.spec_with_values(&self.spec).await?;
-            let session = Arc::new(connect::connect(&spec, self.wake.clone()).await?);
-            *slot = Some(session.clone());
-            return Ok(session);
+            return connect::connect(&spec, self.wake.clone()).await;
         }
-        let session = match &self.spec.command {
+        match &self.spec.command {
             Some(command) => {
                 // A server process that keeps dying is not started again at once.
                 self.restarts.admit().map_err(|wait| {
@@ -508,13 +513,10 @@ impl Server {
                     ))
                 })?;
                 let launcher = self.launcher.get();
-                stdio::connect(&self.spec, command, launcher, self.wake.clone()).await?
+                stdio::connect(&self.spec, command, launcher, self.wake.clone()).await
             }
-            None => connect::connect(&self.spec, self.wake.clone()).await?,
-        };
-        let session = Arc::new(session);
-        *slot = Some(session.clone());
-        Ok(session)
+            None => connect::connect(&self.spec, self.wake.clone()).await,
+        }
     }
 
     /// One discovery: connect if needed, list, convert. Returns whether the tool set
@@ -534,7 +536,7 @@ impl Server {
         let listed = match listed {
             Ok(l) => l,
             Err(e) => {
-                *self.session.lock().await = None;
+                self.sessions.forget_shared().await;
                 return Err(e);
             }
         };
@@ -627,7 +629,5 @@ async fn discover_loop(server: Arc<Server>, inner: Arc<Inner>) {
             () = server.wake.notified() => {}
         }
     }
-    if let Some(session) = server.session.lock().await.take() {
-        session.cancellation_token().cancel();
-    }
+    server.sessions.close().await;
 }

@@ -151,7 +151,7 @@ impl Upstreams {
                 None => Arc::new(Server {
                     permits: Semaphore::new(spec.max_concurrency),
                     state: Mutex::new(State::default()),
-                    session: tokio::sync::Mutex::new(None),
+                    sessions: Default::default(),
                     wake: Arc::new(Notify::new()),
                     attempted: watch::channel(true).0,
                     stop: self.inner.stop.child_token(),
@@ -177,25 +177,15 @@ impl Upstreams {
                 // The operator saw the upstream go or come back: a session opened before
                 // is likely dead (a restarted server knows no old session, and a call on
                 // it would wait out its timeout); the next call connects afresh.
-                close_session(&server);
+                server.sessions.close_now();
             }
             next.insert(up.server, server);
         }
         for removed in servers.values() {
             removed.stop.cancel();
             // No discovery task closes it: close its connection here.
-            close_session(removed);
+            removed.sessions.close_now();
         }
         *servers = next;
-    }
-}
-
-/// Drops a server's session (a call holding the slot is connecting: it keeps its new
-/// session).
-fn close_session(server: &Server) {
-    if let Ok(mut slot) = server.session.try_lock()
-        && let Some(session) = slot.take()
-    {
-        session.cancellation_token().cancel();
     }
 }
