@@ -43,11 +43,12 @@ def binary(given=None):
     return path
 
 
-def start(gateway, work, port, server_settings=""):
+def start(gateway, work, port, server_settings="", more_tools=""):
     """Starts `gateway` on `port` with the echo tool; returns the process once /readyz
-    answers 200. `server_settings`: extra lines of the `server:` section, indented."""
+    answers 200. `server_settings`: extra lines of the `server:` section, indented;
+    `more_tools`: top-level keys added to the tool file (e.g. `mcp_servers:`)."""
     with open(os.path.join(work, "tools.yaml"), "w") as f:
-        f.write(TOOLS)
+        f.write(TOOLS + more_tools)
     with open(os.path.join(work, "users.yaml"), "w") as f:
         f.write(USERS)
     settings = os.path.join(work, "settings.yaml")
