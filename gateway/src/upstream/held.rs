@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcc_executor::progress::{Sink, current_sink};
@@ -156,8 +156,6 @@ struct Inner {
     replica: String,
     entries: Mutex<HashMap<String, Entry>>,
     question_timeout: Duration,
-    /// Answers from and to other replicas, when the gateway has Redis.
-    remote: OnceLock<super::held_remote::Remote>,
 }
 
 impl Default for Held {
@@ -173,21 +171,12 @@ impl Held {
                 replica: new_id(),
                 entries: Mutex::new(HashMap::new()),
                 question_timeout,
-                remote: OnceLock::new(),
             }),
         }
     }
 
     pub fn replica(&self) -> &str {
         &self.inner.replica
-    }
-
-    pub(super) fn remote(&self) -> Option<&super::held_remote::Remote> {
-        self.inner.remote.get()
-    }
-
-    pub(super) fn set_remote(&self, remote: super::held_remote::Remote) {
-        let _ = self.inner.remote.set(remote);
     }
 
     /// Questions held open now.
@@ -368,13 +357,10 @@ impl Holder {
         self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Hands `question` to whoever waits for the call and waits for the answer. `true`
-    /// with the answer: the question was abandoned (not answered in time; the answer is
-    /// `cancel`).
+    /// Hands `question` (already bounded for relaying by the caller) to whoever waits
+    /// for the call and waits for the answer. `true` with the answer: the question was
+    /// abandoned (not answered in time; the answer is `cancel`).
     pub async fn ask(&self, question: ElicitRequestParams) -> (ElicitResult, bool) {
-        let Some(question) = super::relay::relayable(question) else {
-            return (decline(), false);
-        };
         let (to, answer) = oneshot::channel();
         if self
             .steps

@@ -16,7 +16,7 @@
 //! - Progress of a call resumed from another replica is not relayed.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -83,20 +83,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Lets `held` take answers from other replicas and forward answers to them, over
-/// `redis` (keys under `prefix`), until `shutdown`.
-pub fn enable(held: &Held, redis: Redis, prefix: &str, shutdown: CancellationToken) {
-    held.set_remote(Remote {
+/// `redis` (keys under `prefix`), until `shutdown`. The returned end is what
+/// [`resume`] forwards through.
+pub fn enable(held: &Held, redis: Redis, prefix: &str, shutdown: CancellationToken) -> Arc<Remote> {
+    let remote = Arc::new(Remote {
         redis,
         prefix: prefix.to_string(),
         waiters: Mutex::default(),
         running: Mutex::default(),
     });
-    let held = held.clone();
+    let (held, listening) = (held.clone(), remote.clone());
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                result = listen(&held) => {
+                result = listen(&held, &listening) => {
                     if let Err(e) = result {
                         tracing::warn!(error = %e, "held upstream questions: Redis subscription lost; retrying");
                     }
@@ -108,12 +109,10 @@ pub fn enable(held: &Held, redis: Redis, prefix: &str, shutdown: CancellationTok
             }
         }
     });
+    remote
 }
 
-async fn listen(held: &Held) -> redis::RedisResult<()> {
-    let Some(remote) = held.remote() else {
-        return Ok(());
-    };
+async fn listen(held: &Held, remote: &Arc<Remote>) -> redis::RedisResult<()> {
     let mut messages = remote
         .redis
         .subscribe(&channel(&remote.prefix, held.replica()))
@@ -129,7 +128,7 @@ async fn listen(held: &Held) -> redis::RedisResult<()> {
     )))
 }
 
-fn handle(held: &Held, remote: &Remote, message: Message) {
+fn handle(held: &Held, remote: &Arc<Remote>, message: Message) {
     match message {
         Message::Step { waiter, step } => {
             if let Some(to) = lock(&remote.waiters).remove(&waiter) {
@@ -157,7 +156,7 @@ fn handle(held: &Held, remote: &Remote, message: Message) {
                 }
                 full
             };
-            let (held, redis) = (held.clone(), remote.redis.clone());
+            let (held, remote) = (held.clone(), remote.clone());
             let to = channel(&remote.prefix, &reply_to);
             tokio::spawn(async move {
                 let step = if full {
@@ -174,7 +173,7 @@ fn handle(held: &Held, remote: &Remote, message: Message) {
                         result = held.resume(&server, &call, answer) => Some(wire(result)),
                     }
                 };
-                if !full && let Some(remote) = held.remote() {
+                if !full {
                     lock(&remote.running).remove(&call);
                 }
                 let Some(step) = step else {
@@ -182,7 +181,7 @@ fn handle(held: &Held, remote: &Remote, message: Message) {
                 };
                 let text =
                     serde_json::to_string(&Message::Step { waiter, step }).unwrap_or_default();
-                if let Err(e) = redis.publish(&to, &text).await {
+                if let Err(e) = remote.redis.publish(&to, &text).await {
                     tracing::warn!(error = %e, "held upstream questions: could not send a call's outcome back");
                 }
             });
@@ -215,10 +214,11 @@ fn wire(result: Result<UpstreamReply, UpstreamError>) -> Wire {
     }
 }
 
-/// Forwards `answer` to the replica holding `at` and waits for what follows (at most
-/// `limit` plus [`WAIT_SLACK`]).
+/// Forwards `answer` through `remote` (none: this replica has no Redis) to the replica
+/// holding `at` and waits for what follows (at most `limit` plus [`WAIT_SLACK`]).
 pub async fn resume(
     held: &Held,
+    remote: Option<&Arc<Remote>>,
     server: &str,
     at: &HeldRef,
     answer: ElicitResult,
@@ -228,7 +228,7 @@ pub async fn resume(
         server: server.into(),
         reason,
     };
-    let Some(remote) = held.remote() else {
+    let Some(remote) = remote else {
         return Err(unreachable("this replica has no Redis to reach it".into()));
     };
     let waiter = new_id();
@@ -243,7 +243,7 @@ pub async fn resume(
         }
         waiters.insert(waiter.clone(), to);
     }
-    let _unregister = Unregister(held.clone(), waiter.clone());
+    let _unregister = Unregister(remote.clone(), waiter.clone());
     let message = Message::Answer {
         server: server.into(),
         call: at.call.clone(),
@@ -288,13 +288,11 @@ pub async fn resume(
 }
 
 /// Drops a waiter's entry however its wait ends.
-struct Unregister(Held, String);
+struct Unregister(Arc<Remote>, String);
 
 impl Drop for Unregister {
     fn drop(&mut self) {
-        if let Some(remote) = self.0.remote() {
-            lock(&remote.waiters).remove(&self.1);
-        }
+        lock(&self.0.waiters).remove(&self.1);
     }
 }
 

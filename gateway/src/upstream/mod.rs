@@ -101,6 +101,8 @@ struct Inner {
     launcher: Arc<std::sync::OnceLock<stdio::Launcher>>,
     /// 2026-07-28 callers' calls held open for their answers.
     held: held::Held,
+    /// Answers to held questions from and to other replicas, when there is Redis.
+    held_remote: std::sync::OnceLock<Arc<held_remote::Remote>>,
 }
 
 struct Server {
@@ -146,6 +148,7 @@ impl Upstreams {
                 header_resolver: std::sync::OnceLock::new(),
                 launcher: Arc::default(),
                 held: held::Held::default(),
+                held_remote: Default::default(),
             }),
         }
     }
@@ -154,7 +157,8 @@ impl Upstreams {
     /// `prefix`), until the gateway stops ([`held_remote`]). Without it, a question is
     /// answerable on this replica only.
     pub fn enable_replicas(&self, redis: crate::redis_conn::Redis, prefix: &str) {
-        held_remote::enable(&self.inner.held, redis, prefix, self.inner.stop.clone());
+        let remote = held_remote::enable(&self.inner.held, redis, prefix, self.inner.stop.clone());
+        let _ = self.inner.held_remote.set(remote);
     }
 
     /// The calls held open for their callers' answers.
@@ -340,7 +344,8 @@ impl Upstreams {
             return held.resume(server, &at.call, answer).await;
         }
         let timeout = timeout.or(self.inner.default_timeout);
-        held_remote::resume(held, server, at, answer, timeout).await
+        let remote = self.inner.held_remote.get();
+        held_remote::resume(held, remote, server, at, answer, timeout).await
     }
 }
 

@@ -182,13 +182,16 @@ pub async fn drive<F: Future>(response: F, mut events: CallEvents) -> Option<F::
                 // Dropped unanswered (the call ends meanwhile): the upstream hears cancel.
                 let answer = held::AnswerSlot::new(answer);
                 let reply = match (&holder, &caller) {
-                    (Some(holder), _) => {
-                        let (reply, abandoned) = holder.ask(question).await;
-                        if abandoned {
-                            give_up = Some(Instant::now() + held::ABANDON_GRACE);
+                    (Some(holder), _) => match relayable(question) {
+                        Some(question) => {
+                            let (reply, abandoned) = holder.ask(question).await;
+                            if abandoned {
+                                give_up = Some(Instant::now() + held::ABANDON_GRACE);
+                            }
+                            reply
                         }
-                        reply
-                    }
+                        None => decline(),
+                    },
                     (None, Some(caller)) => caller.ask(question).await,
                     (None, None) => decline(),
                 };
