@@ -17,10 +17,13 @@ use std::thread::ThreadId;
 
 use super::connect::{ConnectError, Session};
 
+/// One session, connected by whoever finds it missing; the others wait for that.
+type Slot = tokio::sync::Mutex<Option<Arc<Session>>>;
+
 #[derive(Default)]
 pub(super) struct Sessions {
-    shared: tokio::sync::Mutex<Option<Arc<Session>>>,
-    by_thread: Mutex<HashMap<ThreadId, Arc<Session>>>,
+    shared: Slot,
+    by_thread: Mutex<HashMap<ThreadId, Arc<Slot>>>,
 }
 
 /// Whether this thread runs a single-threaded runtime (a connection thread of the HTTP
@@ -30,8 +33,29 @@ fn on_local_thread() -> bool {
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread)
 }
 
-fn live(session: &Arc<Session>) -> bool {
-    !session.is_transport_closed()
+/// The session in `slot`, connected by `connect` when there is none or it is closed. One
+/// connect at a time per slot: a burst of first calls opens one session, not one each.
+async fn open_in(
+    slot: &Slot,
+    connect: impl AsyncFnOnce() -> Result<Session, ConnectError>,
+) -> Result<Arc<Session>, ConnectError> {
+    let mut slot = slot.lock().await;
+    if let Some(s) = slot.as_ref().filter(|s| !s.is_transport_closed()) {
+        return Ok(s.clone());
+    }
+    let session = Arc::new(connect().await?);
+    *slot = Some(session.clone());
+    Ok(session)
+}
+
+/// Empties `slot` now, closing its session, unless a call is connecting it (that call
+/// keeps its new session).
+fn close_in(slot: &Slot) {
+    if let Ok(mut slot) = slot.try_lock()
+        && let Some(session) = slot.take()
+    {
+        session.cancellation_token().cancel();
+    }
 }
 
 impl Sessions {
@@ -40,13 +64,7 @@ impl Sessions {
         &self,
         connect: impl AsyncFnOnce() -> Result<Session, ConnectError>,
     ) -> Result<Arc<Session>, ConnectError> {
-        let mut slot = self.shared.lock().await;
-        if let Some(s) = slot.as_ref().filter(|s| live(s)) {
-            return Ok(s.clone());
-        }
-        let session = Arc::new(connect().await?);
-        *slot = Some(session.clone());
-        Ok(session)
+        open_in(&self.shared, connect).await
     }
 
     /// The session for a call: this thread's own when `per_thread` and the thread runs
@@ -59,32 +77,22 @@ impl Sessions {
         if !(per_thread && on_local_thread()) {
             return self.shared(connect).await;
         }
-        let thread = std::thread::current().id();
-        if let Some(s) = self.threads().get(&thread).filter(|s| live(s)) {
-            return Ok(s.clone());
-        }
-        let session = Arc::new(connect().await?);
-        // Two first calls on one thread may both have connected: the first kept wins.
-        let kept = {
-            let mut threads = self.threads();
-            match threads.get(&thread).filter(|s| live(s)) {
-                Some(kept) => kept.clone(),
-                None => {
-                    threads.insert(thread, session.clone());
-                    return Ok(session);
-                }
-            }
-        };
-        session.cancellation_token().cancel();
-        Ok(kept)
+        let slot = self
+            .threads()
+            .entry(std::thread::current().id())
+            .or_default()
+            .clone();
+        open_in(&slot, connect).await
     }
 
     /// Forgets `session` wherever it is kept (it failed): the next call connects again.
     pub async fn forget(&self, session: &Arc<Session>) {
-        self.threads().retain(|_, s| !Arc::ptr_eq(s, session));
-        let mut slot = self.shared.lock().await;
-        if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
-            *slot = None;
+        let slots: Vec<Arc<Slot>> = self.threads().values().cloned().collect();
+        for slot in slots.iter().map(|s| &**s).chain([&self.shared]) {
+            let mut slot = slot.lock().await;
+            if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
+                *slot = None;
+            }
         }
     }
 
@@ -102,23 +110,19 @@ impl Sessions {
     }
 
     /// Closes every session now (the upstream is removed, or went away and came back);
-    /// a call holding the shared slot is connecting: it keeps its new session.
+    /// a call connecting a session keeps its new one.
     pub fn close_now(&self) {
-        if let Ok(mut slot) = self.shared.try_lock()
-            && let Some(session) = slot.take()
-        {
-            session.cancellation_token().cancel();
-        }
+        close_in(&self.shared);
         self.close_threads();
     }
 
     fn close_threads(&self) {
-        for (_, session) in self.threads().drain() {
-            session.cancellation_token().cancel();
+        for (_, slot) in self.threads().drain() {
+            close_in(&slot);
         }
     }
 
-    fn threads(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadId, Arc<Session>>> {
+    fn threads(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadId, Arc<Slot>>> {
         self.by_thread.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -190,6 +194,16 @@ mod tests {
         }
     }
 
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_burst_of_first_calls_on_a_thread_opens_one_session() {
+        let (sessions, opened) = (Sessions::default(), Default::default());
+        let calls = (0..8).map(|_| sessions.for_call(true, async || open(&opened).await));
+        let got = futures::future::join_all(calls).await;
+        let first = got[0].as_ref().unwrap();
+        assert!(got.iter().all(|s| Arc::ptr_eq(first, s.as_ref().unwrap())));
+        assert_eq!(opened.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_multi_threaded_runtimes_calls_share_one_session() {
         let (sessions, opened) = (Sessions::default(), Default::default());
@@ -204,7 +218,8 @@ mod tests {
             self.shared.lock().await.clone()
         }
         fn mine(&self) -> Option<Arc<Session>> {
-            self.threads().get(&std::thread::current().id()).cloned()
+            let slot = self.threads().get(&std::thread::current().id())?.clone();
+            slot.try_lock().ok()?.clone()
         }
     }
 }
