@@ -1,13 +1,15 @@
 -- wrk script: one MCP `tools/call` repeated on keep-alive connections, every answer
--- checked. Set by the environment (upstream_floor.py does):
+-- checked. Set by the environment (upstream_floor.py does), or by a script that sets the
+-- global MCC_CALL = {tool, arguments, expected} and runs this one (execute.lua):
 --   MCC_WRK_TOOL     the tool's name            MCC_WRK_ARGS   its arguments (JSON)
 --   MCC_WRK_EXPECT   text every answer carries  MCC_WRK_SESSION  a legacy session's
 --   Mcp-Session-Id (absent: a stateless 2026-07-28 request)
 -- `done` prints latency percentiles, every error wrk counted (non-2xx answers included)
 -- and the 200 answers without the expected text (a tool error is a 200 in MCP).
-local tool = os.getenv("MCC_WRK_TOOL")
-local arguments = os.getenv("MCC_WRK_ARGS")
-local expected = os.getenv("MCC_WRK_EXPECT")
+local given = MCC_CALL or {}
+local tool = given.tool or os.getenv("MCC_WRK_TOOL")
+local arguments = given.arguments or os.getenv("MCC_WRK_ARGS")
+local expected = given.expected or os.getenv("MCC_WRK_EXPECT")
 local session = os.getenv("MCC_WRK_SESSION") or ""
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
