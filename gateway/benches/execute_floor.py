@@ -36,7 +36,6 @@ import urllib.request
 
 import gateway_proc
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 ECHO = ["sh", "-c", "echo hello"]
 
 
@@ -59,33 +58,18 @@ def check_answer(port):
 
 
 def wrk(port, threads, connections, seconds, tool="execute"):
-    out = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
-         "-s", os.path.join(HERE, "wrk", "execute.lua"), f"http://127.0.0.1:{port}/mcp"],
-        check=True, capture_output=True, text=True,
-        env=dict(os.environ, MCC_WRK_TOOL=tool)).stdout
-    v = dict(line.split() for line in out.splitlines()
-             if line.split()[:1] and line.split()[0] in
-             ("p50_us", "p90_us", "p99_us", "requests", "duration_us", "errors", "wrong"))
-    v = {k: int(x) for k, x in v.items()}
-    if v["errors"] or v["wrong"]:
-        sys.exit(f"wrk saw {v['errors']} errors and {v['wrong']} wrong answers:\n{out}")
+    v = gateway_proc.wrk(f"http://127.0.0.1:{port}/mcp", threads, connections, seconds,
+                         env={"MCC_WRK_TOOL": tool})
     return {"p50": v["p50_us"] / 1000, "p90": v["p90_us"] / 1000, "p99": v["p99_us"] / 1000,
             "rate": v["requests"] / (v["duration_us"] / 1e6), "calls": v["requests"]}
-
-
-def cpu_seconds(pid):
-    """User plus system CPU time of process `pid` itself (its reaped children not counted)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def one_connection(proc, port, seconds, tool="execute"):
     """wrk -t1 -c1 against the gateway `proc`, with the gateway's own CPU per call
     (`cpu_us`) beside wrk's figures."""
-    before = cpu_seconds(proc.pid)
+    before = gateway_proc.cpu_seconds(proc.pid)
     run = wrk(port, 1, 1, seconds, tool=tool)
-    run["cpu_us"] = (cpu_seconds(proc.pid) - before) / run["calls"] * 1e6
+    run["cpu_us"] = (gateway_proc.cpu_seconds(proc.pid) - before) / run["calls"] * 1e6
     return run
 
 

@@ -1,5 +1,7 @@
 """A release gateway in a child process, for the benchmarks driven from outside
-(nodelay_probe.py, execute_floor.py): one echo tool, dev-admin auth, no embedding model.
+(nodelay_probe.py, execute_floor.py, upstream_floor.py): one echo tool, dev-admin auth,
+no embedding model; and what those benchmarks read of a run (wrk's figures, a process's
+CPU time).
 Sessions are in memory unless the environment names a Redis (`REDIS_URL`): the gateway
 inherits this process's environment. Standard library only."""
 import http.client
@@ -75,3 +77,25 @@ users_file: {work}/users.yaml
         time.sleep(0.05)
     proc.kill()
     sys.exit(f"the gateway did not become ready; log: {work}/log")
+
+
+def cpu_seconds(pid, children=False):
+    """CPU time (user + system) process `pid` has used so far; with `children`, its
+    reaped children's too."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return sum(int(f) for f in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(url, threads, connections, seconds, script="execute.lua", env=None):
+    """wrk with one of ./wrk's scripts (their `done` prints `name value` lines): those
+    figures as integers. Exits on any error wrk counted or any wrong answer."""
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+         "-s", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk", script), url],
+        check=True, capture_output=True, text=True, env=dict(os.environ, **(env or {}))).stdout
+    v = {k: int(x) for k, x in (line.split() for line in out.splitlines()
+         if line.split()[:1] and line.split()[0] in
+         ("p50_us", "p90_us", "p99_us", "requests", "duration_us", "errors", "wrong"))}
+    if v["errors"] or v["wrong"]:
+        sys.exit(f"wrk saw {v['errors']} errors and {v['wrong']} wrong answers:\n{out}")
+    return v

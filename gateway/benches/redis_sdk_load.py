@@ -65,12 +65,6 @@ async def one_round(port, seconds, clients):
     return counts["loops"], latencies
 
 
-def cpu_seconds(pid):
-    """CPU time (user + system) a process and its reaped children have used so far."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def percentile(values, p):
     s = sorted(values)
     return s[min(len(s) - 1, int(len(s) * p / 100))] * 1000 if s else float("nan")
@@ -91,11 +85,11 @@ def main():
         for _ in range(a.rounds):
             for name, (port, proc, data) in gateways.items():
                 before = redis_load.commands(data)
-                gw_cpu, client_cpu = cpu_seconds(proc.pid), time.process_time()
+                gw_cpu, client_cpu = gateway_proc.cpu_seconds(proc.pid, children=True), time.process_time()
                 started = time.perf_counter()
                 loops, lat = asyncio.run(one_round(port, a.seconds, a.clients))
                 wall = time.perf_counter() - started
-                cpu[name][0] += cpu_seconds(proc.pid) - gw_cpu
+                cpu[name][0] += gateway_proc.cpu_seconds(proc.pid, children=True) - gw_cpu
                 cpu[name][1] += time.process_time() - client_cpu
                 cpu[name][2] += loops
                 if not loops:

@@ -34,7 +34,6 @@ import urllib.request
 
 import gateway_proc
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 EVERYTHING_VERSION = "2026.8.31"  # gateway/tests/it/upstream_support/mod.rs pins the same
 CACHE = os.path.join(os.path.expanduser("~"), ".cache", "mcc-upstream")
 ENTRY = os.path.join(CACHE, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -84,16 +83,9 @@ def wait_port(port, seconds=30):
 
 
 def wrk(url, seconds, tool, arguments, session=None):
-    env = dict(os.environ, MCC_WRK_TOOL=tool, MCC_WRK_ARGS=json.dumps(arguments),
-               MCC_WRK_EXPECT=f"Echo: {MESSAGE}", MCC_WRK_SESSION=session or "")
-    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", "--latency",
-                          "-s", os.path.join(HERE, "wrk", "call.lua"), url],
-                         check=True, capture_output=True, text=True, env=env).stdout
-    v = {k: int(x) for k, x in (line.split() for line in out.splitlines()
-         if line.split()[:1] and line.split()[0] in
-         ("p50_us", "p90_us", "p99_us", "requests", "duration_us", "errors", "wrong"))}
-    if v["errors"] or v["wrong"]:
-        sys.exit(f"wrk saw {v['errors']} errors and {v['wrong']} wrong answers:\n{out}")
+    v = gateway_proc.wrk(url, 1, 1, seconds, "call.lua", env={
+        "MCC_WRK_TOOL": tool, "MCC_WRK_ARGS": json.dumps(arguments),
+        "MCC_WRK_EXPECT": f"Echo: {MESSAGE}", "MCC_WRK_SESSION": session or ""})
     return {"p50": v["p50_us"] / 1000, "p99": v["p99_us"] / 1000, "calls": v["requests"]}
 
 
@@ -142,20 +134,15 @@ def main():
             order = names[r % 3:] + names[:r % 3]
             got = {}
             for name in order:
-                before = gateway_proc_cpu(gateway.pid)
+                before = gateway_proc.cpu_seconds(gateway.pid)
                 got[name] = wrk(series[name][0], args.seconds, *series[name][1:])
-                got[name]["cpu_us"] = (gateway_proc_cpu(gateway.pid) - before) / got[name]["calls"] * 1e6
+                got[name]["cpu_us"] = (gateway_proc.cpu_seconds(gateway.pid) - before) / got[name]["calls"] * 1e6
             rows.append(got)
         report(rows, names, args)
     finally:
         if gateway:
             gateway.kill()
         node.kill()
-
-
-def gateway_proc_cpu(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def report(rows, names, args):
