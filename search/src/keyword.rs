@@ -128,6 +128,19 @@ pub fn with_identifier_parts(text: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// An identifier as lower-case words, for texts a model reads: `public.getCurrentWeather`
+/// → `public get current weather`, `calculate_BMI` → `calculate bmi`.
+pub fn identifier_words(name: &str) -> String {
+    let parts = with_identifier_parts(name);
+    let text = parts.split_once('\n').map_or(&*parts, |(_, split)| split);
+    let text = if text.is_empty() { name } else { text };
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The analyzed terms of `text`, in order, duplicates kept.
 pub fn analyze(analyzer: &mut TextAnalyzer, text: &str) -> Vec<String> {
     let mut stream = analyzer.token_stream(text);

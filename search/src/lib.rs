@@ -212,17 +212,39 @@ pub type PassagesFn<'a> = dyn Fn(&Tool, &str) -> Vec<String> + 'a;
 /// 0.909; 0.25: 0.910), so the mean stays (gateway/benches/RESULTS-bfcl.md).
 pub const PASSAGE_MAX_WEIGHT: f32 = 0.0;
 
-/// The texts a tool is embedded from: its description and its signature block (the text
-/// MCC embeds). The tool's vector is the mean of their two vectors, so its cosine with a
-/// query is the mean of the two cosines; a tool without a description has the
-/// signature's alone. Chosen on the relevance suite (gateway/benches/RESULTS-search.md): the
-/// signature alone, the description alone, name + description, and with parameters or
-/// examples ranked worse.
-pub fn embedding_texts(tool: &Tool, signature: &str) -> Vec<String> {
-    if tool.description.trim().is_empty() {
-        vec![signature.to_string()]
+/// The texts a tool is embedded from: its description, and a card of the tool in words:
+/// its name (`public.getWeather` → `public get weather`), its description, and each
+/// parameter's name with its description (`public get weather: Current weather. city The
+/// city to look up; units …`). The tool's vector is the mean of their two vectors, so its
+/// cosine with a query is the mean of the two cosines; a tool without a description has
+/// the card's alone.
+///
+/// Chosen on the BFCL benchmark's tuning split (gateway/benches/RESULTS-bfcl.md, round 3)
+/// over MCC's signature block in place of the card (which carries the same words plus
+/// markup, types, defaults and the return type: more tokens to embed, and a model reads
+/// them as noise), the description with parameters alone, and the card alone.
+pub fn embedding_texts(tool: &Tool, _signature: &str) -> Vec<String> {
+    let description = tool.description.trim();
+    let params: Vec<String> = tool
+        .visible_params()
+        .map(|p| {
+            let name = keyword::identifier_words(&p.name);
+            if p.description.is_empty() {
+                name
+            } else {
+                format!("{name} {}", p.description.trim())
+            }
+        })
+        .collect();
+    let card = format!(
+        "{}: {description} {}",
+        keyword::identifier_words(&tool.key),
+        params.join("; ")
+    );
+    if description.is_empty() {
+        vec![card]
     } else {
-        vec![tool.description.clone(), signature.to_string()]
+        vec![description.to_string(), card]
     }
 }
 

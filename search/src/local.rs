@@ -45,10 +45,14 @@ pub struct LocalModel {
 const BATCH: usize = 32;
 
 /// Most `texts × tokens²` per forward pass. Attention holds `texts × heads × tokens²`
-/// floats (several such tensors at once), so 32 texts of 256 tokens would take some
-/// 100 MB per tensor, memory the allocator then keeps; this bound lets batches of long
-/// texts shrink (8 texts of 256 tokens, 21 of 128) while short texts still go 32 at a time.
-const BATCH_ATTENTION: usize = 32 * 128 * 128;
+/// floats, several such tensors at once (candle's BERT keeps the scores, the scaled
+/// scores, the masked scores and the probabilities alive together), so 32 texts of 256
+/// tokens would take some 100 MB per tensor, memory the allocator then keeps. This bound
+/// lets batches of long texts shrink (4 texts of 256 tokens, 16 of 128) while short texts
+/// still go 32 at a time. Half of the bound before (32 × 128 × 128): the index build's
+/// peak RSS fell from 437 to 288 MB for 1,742 tools, and it took ~15 % longer
+/// (gateway/benches/RESULTS-bfcl.md, round 3).
+const BATCH_ATTENTION: usize = 16 * 128 * 128;
 
 /// Consecutive ranges of `lengths` (token counts, sorted ascending) to embed together: at
 /// most [`BATCH`] texts and [`BATCH_ATTENTION`] `texts × longest²`, at least one text.
@@ -311,11 +315,12 @@ mod tests {
         };
         assert_eq!(sizes(&[]), Vec::<usize>::new());
         assert_eq!(sizes(&[40; 70]), [32, 32, 6]);
-        assert_eq!(sizes(&[128; 30]), [30]);
-        assert_eq!(sizes(&[256; 20]), [8, 8, 4]);
+        assert_eq!(sizes(&[64; 40]), [32, 8]);
+        assert_eq!(sizes(&[128; 30]), [16, 14]);
+        assert_eq!(sizes(&[256; 10]), [4, 4, 2]);
         // A batch is bounded by its longest (last, the lengths being sorted) text.
         let mixed: Vec<usize> = [10; 6].into_iter().chain([256; 8]).collect();
-        assert_eq!(sizes(&mixed), [8, 6]);
+        assert_eq!(sizes(&mixed), [6, 4, 4]);
         // One text longer than the bound still gets a batch of its own.
         assert_eq!(sizes(&[4096, 4096]), [1, 1]);
         let covered: usize = batches(&[40; 70]).iter().map(|r| r.len()).sum();

@@ -264,20 +264,14 @@ fn bfcl_grid() {
 
 /// Words of an identifier or key, lowercased: `math.getFactorial_v2` → `math get factorial v2`.
 pub fn words(name: &str) -> String {
-    let parts = mcc_search::keyword::with_identifier_parts(name);
-    let text = parts.split_once('\n').map_or(&*parts, |(_, p)| p);
-    let text = if text.is_empty() { name } else { text };
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
+    mcc_search::keyword::identifier_words(name)
 }
 
 /// A tuning passage of tool `t` (signature block `s`) by letter: `d` description, `s`
 /// signature, `n` name words with parameter names, `m` name words and description, `h`
-/// name words alone, `p` name words with parameters and their descriptions, `e` each
-/// sentence of the description.
+/// name words alone, `p` name words with parameters and their descriptions, `c` name
+/// words, description, parameters and their descriptions in one text, `e` each sentence
+/// of the description.
 pub fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
     let name = words(&t.key);
     let params: Vec<String> = t.visible_params().map(|p| words(&p.name)).collect();
@@ -290,6 +284,13 @@ pub fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
         'h' => vec![name],
         'p' => vec![format!(
             "{name}: {}",
+            t.visible_params()
+                .map(|p| format!("{} {}", words(&p.name), p.description))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )],
+        'c' => vec![format!(
+            "{name}: {desc} {}",
             t.visible_params()
                 .map(|p| format!("{} {}", words(&p.name), p.description))
                 .collect::<Vec<_>>()

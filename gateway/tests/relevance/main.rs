@@ -77,10 +77,12 @@ fn relevance_suite() {
             ])
         );
     }
-    // The levels of benches/RESULTS-search.md, less a small margin: suite 0.981 / 0.924,
-    // held-out paraphrases 0.789 / 0.552 (0.296 / 0.175 before coverage-scaled keywords).
+    // The levels of benches/RESULTS-search.md and RESULTS-bfcl.md (round 3), less a small
+    // margin: suite 0.975 / 0.909, held-out paraphrases 0.761 / 0.588 (0.789 / 0.552 with
+    // the signature block embedded in place of the tool card, 0.296 / 0.175 before
+    // coverage-scaled keywords).
     assert!(
-        hybrid.recall_at_5 >= 0.97 && hybrid.mrr >= 0.91,
+        hybrid.recall_at_5 >= 0.97 && hybrid.mrr >= 0.90,
         "hybrid on the suite {hybrid:?}"
     );
     let held = eval::evaluate(&index, &service, &heldout, Mode::Hybrid);
