@@ -50,7 +50,7 @@ const BATCH: usize = 32;
 /// tokens would take some 100 MB per tensor, memory the allocator then keeps. This bound
 /// lets batches of long texts shrink (4 texts of 256 tokens, 16 of 128) while short texts
 /// still go 32 at a time. Half of the bound before (32 × 128 × 128): the index build's
-/// peak RSS fell from 437 to 288 MB for 1,742 tools, and it took ~15 % longer
+/// peak RSS fell from 437 to 288 MB for 1,742 tools, and it took ~20 % longer
 /// (gateway/benches/RESULTS-bfcl.md, round 3).
 const BATCH_ATTENTION: usize = 16 * 128 * 128;
 
