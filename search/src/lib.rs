@@ -213,11 +213,11 @@ pub type PassagesFn<'a> = dyn Fn(&Tool, &str) -> Vec<String> + 'a;
 pub const PASSAGE_MAX_WEIGHT: f32 = 0.0;
 
 /// The texts a tool is embedded from: its description, and a card of the tool in words:
-/// its name (`public.getWeather` → `public get weather`), its description, and each
-/// parameter's name with its description (`public get weather: Current weather. city The
-/// city to look up; units …`). The tool's vector is the mean of their two vectors, so its
-/// cosine with a query is the mean of the two cosines; a tool without a description has
-/// the card's alone.
+/// its key (`ops.restartService` → `ops restart service`), its description, and each
+/// parameter's name with its description (`ops restart service: Restart a systemd
+/// service. service name The unit to restart; force`). The tool's vector is the mean of
+/// their two vectors, so its cosine with a query is the mean of the two cosines; a tool
+/// without a description has the card's alone.
 ///
 /// Chosen on the BFCL benchmark's tuning split (gateway/benches/RESULTS-bfcl.md, round 3)
 /// over MCC's signature block in place of the card (which carries the same words plus
@@ -236,11 +236,13 @@ pub fn embedding_texts(tool: &Tool, _signature: &str) -> Vec<String> {
             }
         })
         .collect();
-    let card = format!(
-        "{}: {description} {}",
-        keyword::identifier_words(&tool.key),
-        params.join("; ")
-    );
+    let mut card = format!("{}:", keyword::identifier_words(&tool.key));
+    for part in [description, &params.join("; ")] {
+        if !part.is_empty() {
+            card.push(' ');
+            card.push_str(part);
+        }
+    }
     if description.is_empty() {
         vec![card]
     } else {

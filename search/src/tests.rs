@@ -329,3 +329,28 @@ fn a_tools_passages_combine_by_max_weight() {
         );
     }
 }
+
+#[test]
+fn a_tool_is_embedded_from_its_description_and_its_card_in_words() {
+    let mut weather = tool(&["public"], "getWeather", " Current weather for a city. ");
+    for (name, description) in [("cityName", "The city."), ("units", "")] {
+        weather.params.push(Param {
+            name: name.into(),
+            description: description.into(),
+            ..Param::default()
+        });
+    }
+    assert_eq!(
+        embedding_texts(&weather, &mcc_catalog::signature(&weather)),
+        [
+            "Current weather for a city.",
+            "get weather: Current weather for a city. city name The city.; units",
+        ]
+    );
+    // Without a description, the card alone: one text, so the tool's vector is its own.
+    let bare = tool(&["ops"], "list_pods", "");
+    assert_eq!(
+        embedding_texts(&bare, &mcc_catalog::signature(&bare)),
+        ["ops list pods:"]
+    );
+}
