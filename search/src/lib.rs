@@ -225,6 +225,16 @@ pub const PASSAGE_MAX_WEIGHT: f32 = 0.0;
 /// them as noise), the description with parameters alone, and the card alone.
 pub fn embedding_texts(tool: &Tool, _signature: &str) -> Vec<String> {
     let description = tool.description.trim();
+    if description.is_empty() {
+        vec![tool_card(tool)]
+    } else {
+        vec![description.to_string(), tool_card(tool)]
+    }
+}
+
+/// A tool's card ([`embedding_texts`]): `ops restart service: Restart a systemd service.
+/// service name The unit to restart; force`.
+pub fn tool_card(tool: &Tool) -> String {
     let params: Vec<String> = tool
         .visible_params()
         .map(|p| {
@@ -237,17 +247,13 @@ pub fn embedding_texts(tool: &Tool, _signature: &str) -> Vec<String> {
         })
         .collect();
     let mut card = format!("{}:", keyword::identifier_words(&tool.key));
-    for part in [description, &params.join("; ")] {
+    for part in [tool.description.trim(), &params.join("; ")] {
         if !part.is_empty() {
             card.push(' ');
             card.push_str(part);
         }
     }
-    if description.is_empty() {
-        vec![card]
-    } else {
-        vec![description.to_string(), card]
-    }
+    card
 }
 
 impl SearchIndex {

@@ -263,14 +263,12 @@ fn bfcl_grid() {
 }
 
 /// Words of an identifier or key, lowercased: `math.getFactorial_v2` → `math get factorial v2`.
-pub fn words(name: &str) -> String {
-    mcc_search::keyword::identifier_words(name)
-}
+pub use mcc_search::keyword::identifier_words as words;
 
 /// A tuning passage of tool `t` (signature block `s`) by letter: `d` description, `s`
 /// signature, `n` name words with parameter names, `m` name words and description, `h`
-/// name words alone, `p` name words with parameters and their descriptions, `c` name
-/// words, description, parameters and their descriptions in one text, `e` each sentence
+/// name words alone, `p` name words with parameters and their descriptions, `c` the
+/// shipped card (name words, description, parameters with descriptions), `e` each sentence
 /// of the description.
 pub fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
     let name = words(&t.key);
@@ -289,13 +287,7 @@ pub fn passage(letter: char, t: &Tool, s: &str) -> Vec<String> {
                 .collect::<Vec<_>>()
                 .join("; ")
         )],
-        'c' => vec![format!(
-            "{name}: {desc} {}",
-            t.visible_params()
-                .map(|p| format!("{} {}", words(&p.name), p.description))
-                .collect::<Vec<_>>()
-                .join("; ")
-        )],
+        'c' => vec![mcc_search::tool_card(t)],
         'e' => desc
             .split_inclusive(". ")
             .map(str::trim)
