@@ -28,6 +28,8 @@ use crate::tool::{Param, ParamType, Tool, ToolKind};
 
 #[cfg(feature = "upstream-client")]
 pub mod client;
+#[cfg(feature = "upstream-client")]
+pub mod direct;
 mod published;
 pub mod session_context;
 pub mod stdio;

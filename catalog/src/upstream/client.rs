@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::direct::{Observed, SessionSeen};
 use crate::annotations::Annotations;
 use crate::upstream::{Discovered, MAX_CA_BYTES, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
@@ -52,6 +53,9 @@ pub struct Handler {
     pub list_changed: Arc<Notify>,
     /// The calls in flight on this session, for progress and questions.
     pub calls: Calls,
+    /// The legacy session rmcp holds over HTTP, for calls posted directly
+    /// ([`super::direct`]).
+    pub seen: SessionSeen,
 }
 
 impl Handler {
@@ -59,6 +63,7 @@ impl Handler {
         Self {
             list_changed,
             calls: Calls::default(),
+            seen: SessionSeen::default(),
         }
     }
 }
@@ -110,6 +115,27 @@ pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(300);
 /// A question an upstream asked during a call, and where its answer goes.
 pub type Question = (ElicitRequestParams, oneshot::Sender<ElicitResult>);
 
+/// The sending half of [`CallEvents`]: what the upstream sends about one call.
+pub struct EventSenders {
+    pub progress: watch::Sender<Option<ProgressNotificationParam>>,
+    pub questions: mpsc::Sender<Question>,
+}
+
+/// A call's event channels: questions one at a time, progress coalesced.
+pub fn call_events() -> (EventSenders, CallEvents) {
+    let (progress, progress_rx) = watch::channel(None);
+    let (questions, questions_rx) = mpsc::channel(1);
+    let senders = EventSenders {
+        progress,
+        questions,
+    };
+    let events = CallEvents {
+        progress: progress_rx,
+        questions: questions_rx,
+    };
+    (senders, events)
+}
+
 /// What a call in flight receives from its upstream.
 pub struct CallEvents {
     /// The newest progress (a burst is coalesced: the reader takes the latest).
@@ -120,8 +146,7 @@ pub struct CallEvents {
 
 struct Route {
     progress_token: ProgressToken,
-    progress: watch::Sender<Option<ProgressNotificationParam>>,
-    questions: mpsc::Sender<Question>,
+    events: EventSenders,
 }
 
 /// Where a question arrived, as the transport tells it.
@@ -169,24 +194,18 @@ impl Calls {
         id: RequestId,
         progress_token: ProgressToken,
     ) -> (Registered, CallEvents) {
-        let (progress, progress_rx) = watch::channel(None);
-        let (questions, questions_rx) = mpsc::channel(1);
+        let (senders, events) = call_events();
         self.routes.lock().expect("calls").insert(
             id.clone(),
             Route {
                 progress_token,
-                progress,
-                questions,
+                events: senders,
             },
         );
         self.registered.notify_waiters();
         let guard = Registered {
             calls: self.clone(),
             id,
-        };
-        let events = CallEvents {
-            progress: progress_rx,
-            questions: questions_rx,
         };
         (guard, events)
     }
@@ -199,7 +218,7 @@ impl Calls {
             .values()
             .find(|r| r.progress_token == params.progress_token)
         {
-            route.progress.send_replace(Some(params));
+            route.events.progress.send_replace(Some(params));
         }
     }
 
@@ -217,12 +236,12 @@ impl Calls {
                 match origin {
                     Origin::Call(id) => {
                         if let Some(route) = routes.get(id) {
-                            return Some(route.questions.clone());
+                            return Some(route.events.questions.clone());
                         }
                     }
                     // No stream says which call asks: only an unambiguous one is asked.
                     Origin::Unknown if routes.len() == 1 => {
-                        return routes.values().next().map(|r| r.questions.clone());
+                        return routes.values().next().map(|r| r.events.questions.clone());
                     }
                     Origin::Unknown | Origin::Unassociated => return None,
                 }
@@ -335,8 +354,14 @@ pub async fn connect(
         .max_json_response_size(MAX_RESPONSE_BYTES)
         .max_sse_event_size(MAX_RESPONSE_BYTES)
         .max_concurrent_requests(spec.max_concurrency);
-    let transport = StreamableHttpClientTransport::with_client(client, config);
     let handler = Handler::new(list_changed);
+    let url = reqwest::Url::parse(&spec.url).map_err(|e| ConnectError::Client(e.to_string()))?;
+    let observed = Observed {
+        client,
+        url,
+        seen: handler.seen.clone(),
+    };
+    let transport = StreamableHttpClientTransport::with_client(observed, config);
     let lifecycle = ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         legacy_version: None,

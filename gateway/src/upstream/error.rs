@@ -45,6 +45,3 @@ pub enum UpstreamError {
     #[error("{message}")]
     Relayed { message: String },
 }
-
-/// `ServiceError::Cancelled`'s reason for a held call whose question was abandoned.
-pub(super) const ABANDONED: &str = "the caller did not answer the upstream's question";

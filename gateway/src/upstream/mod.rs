@@ -50,8 +50,9 @@ use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 use connect::{ConnectError, Session};
-use error::ABANDONED;
 pub use error::UpstreamError;
+use futures::future::Either;
+use mcc_catalog::upstream::direct;
 pub use reply::UpstreamReply;
 
 /// How long one discovery (connect and every page) may take.
@@ -421,57 +422,74 @@ impl Server {
                 server: self.name().into(),
                 message: "it answered tools/call with another kind of result".into(),
             }),
-            Err(rmcp::ServiceError::McpError(e)) => Err(UpstreamError::Refused {
+            Err(CallFailed::Refused(e)) => Err(UpstreamError::Refused {
                 server: self.name().into(),
                 message: e.message.chars().take(1024).collect(),
             }),
-            Err(rmcp::ServiceError::Cancelled { reason })
-                if reason.as_deref() == Some(ABANDONED) =>
-            {
-                Err(UpstreamError::QuestionClosed {
-                    server: self.name().into(),
-                })
-            }
-            Err(e) => {
+            Err(CallFailed::Abandoned) => Err(UpstreamError::QuestionClosed {
+                server: self.name().into(),
+            }),
+            Err(CallFailed::Lost(e)) => {
                 // The session is gone (or broken): drop it, mark the upstream down, and
                 // let discovery reconnect.
                 self.sessions.forget(&session).await;
-                Err(self.lost(&ConnectError::Connect(e.to_string())))
+                Err(self.lost(&ConnectError::Connect(e)))
             }
         }
     }
 
     /// Sends one `tools/call` and waits for its result, relaying the upstream's progress
-    /// and questions about it to the caller ([`relay`]). rmcp gives the request a
-    /// progress token of this session's own; the caller's token never leaves the
-    /// gateway. Dropping the future sends `notifications/cancelled` for the request.
+    /// and questions about it to the caller ([`relay`]). The request carries a progress
+    /// token of the gateway's own; the caller's token never leaves the gateway. Dropping
+    /// the future sends `notifications/cancelled` for the request.
+    ///
+    /// In a legacy HTTP session the gateway posts the request itself
+    /// ([`connect::direct`]: a third of the CPU rmcp's client spends on it); otherwise
+    /// (2026-07-28 upstreams, stdio) rmcp's client sends it.
     async fn send_call(
         &self,
         session: &Session,
         params: CallToolRequestParams,
-    ) -> Result<ServerResult, rmcp::ServiceError> {
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = session
-            .peer()
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await?;
+    ) -> Result<ServerResult, CallFailed> {
+        let (id, answer, events, _route) = match session.service().seen.legacy() {
+            Some(legacy) => {
+                let id = direct::next_id();
+                let (senders, events) = connect::call_events();
+                let call_id = id.clone();
+                let answer = async move {
+                    let answer = direct::call(&legacy, &call_id, params, senders).await;
+                    answer.map_err(CallFailed::from)
+                };
+                (id, Either::Left(answer), events, None)
+            }
+            None => {
+                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+                let handle = session
+                    .peer()
+                    .send_request_with_option(request, PeerRequestOptions::no_options())
+                    .await
+                    .map_err(CallFailed::from)?;
+                let (route, events) = session
+                    .service()
+                    .calls
+                    .register(handle.id.clone(), handle.progress_token.clone());
+                let id = handle.id.clone();
+                let answer = async { handle.await_response().await.map_err(CallFailed::from) };
+                (id, Either::Right(answer), events, Some(route))
+            }
+        };
         let mut abandoned = CancelOnDrop {
             peer: session.peer().clone(),
-            id: Some(handle.id.clone()),
+            id: Some(id),
         };
-        let (_route, events) = session
-            .service()
-            .calls
-            .register(handle.id.clone(), handle.progress_token.clone());
-        let Some(result) = relay::drive(handle.await_response(), events).await else {
-            // Dropping `abandoned` sends notifications/cancelled.
-            return Err(rmcp::ServiceError::Cancelled {
-                reason: Some(ABANDONED.into()),
-            });
-        };
+        let result = relay::drive(answer, events).await;
+        // None: a held call's question was abandoned; dropping `abandoned` sends
+        // notifications/cancelled.
+        let result = result.ok_or(CallFailed::Abandoned)?;
         abandoned.id = None;
         result
     }
+
     /// Records a lost connection (logged in full, shown as its kind) and wakes discovery.
     fn lost(&self, e: &ConnectError) -> UpstreamError {
         tracing::warn!(upstream = self.name(), error = %e, "upstream call failed; marking it unavailable");
@@ -569,6 +587,34 @@ impl Server {
             "upstream discovered"
         );
         Ok(changed)
+    }
+}
+
+/// Why a `tools/call` has no result.
+enum CallFailed {
+    /// The upstream's JSON-RPC error.
+    Refused(rmcp::ErrorData),
+    /// The caller's answer to the upstream's question will not come ([`held`]).
+    Abandoned,
+    /// The exchange failed (logged in full): the session is suspect.
+    Lost(String),
+}
+
+impl From<rmcp::ServiceError> for CallFailed {
+    fn from(e: rmcp::ServiceError) -> Self {
+        match e {
+            rmcp::ServiceError::McpError(e) => CallFailed::Refused(e),
+            e => CallFailed::Lost(e.to_string()),
+        }
+    }
+}
+
+impl From<direct::DirectError> for CallFailed {
+    fn from(e: direct::DirectError) -> Self {
+        match e {
+            direct::DirectError::Mcp(e) => CallFailed::Refused(e),
+            e => CallFailed::Lost(e.to_string()),
+        }
     }
 }
 

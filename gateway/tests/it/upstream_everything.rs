@@ -366,3 +366,39 @@ async fn upstream_tools_are_found_by_meaning() {
     server.stop().await;
     everything.stop().await;
 }
+
+/// A legacy-generation HTTP upstream's call is posted by the gateway itself in its
+/// session with the upstream (catalog/src/upstream/direct.rs), for callers of both
+/// generations: the upstream sees a request id and progress token of the gateway's own
+/// (never rmcp's numbers, never a caller's token) and the session context its entry
+/// declares. (2026-07-28 upstreams: `upstream_published_context`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_upstreams_call_is_numbered_by_the_gateway_and_carries_its_context() {
+    let Some(echo) = Everything::start_meta_echo().await else {
+        return;
+    };
+    let file = format!(
+        "mcp_servers:\n  - name: echo\n    url: {}\n    groups: [public]\n    prefix: echo_\n    session_context:\n      identity: true\n",
+        echo.url()
+    );
+    let upstreams = ("tools/upstreams.yaml", file);
+    let server = start_configured("dev-admin", Some(&redis_url()), &[upstreams], |_| {}).await;
+    let mut ids = Vec::new();
+    for client in [
+        legacy(&server.url, TestClient::plain()).await,
+        stateless(&server.url, TestClient::plain()).await,
+    ] {
+        for _ in 0..2 {
+            let text = call_text(&client, "execute", json!({"key": "public.echo_whoami"})).await;
+            let seen: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+            let id = seen["id"].as_str().unwrap_or_default().to_string();
+            assert!(id.starts_with("mcc-"), "{seen}");
+            assert_eq!(seen["meta"]["progressToken"], json!(id), "{seen}");
+            assert!(seen["meta"]["dev.mcc/user"].is_string(), "{seen}");
+            ids.push(id);
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every call has an id of its own: {ids:?}");
+}

@@ -2,6 +2,8 @@
 //! reference `@modelcontextprotocol/server-everything` from npm, pinned, installed once
 //! under `~/.cache/mcc-upstream` and run in its streamable HTTP mode on a free port.
 //!
+//! `meta-echo.mjs`, a server of the same SDK, tells what a call's request carried.
+//!
 //! If npm cannot install it (no registry here), [`Everything::start`] returns `None` and
 //! says so loudly on stderr; everything else that fails is a test failure.
 #![allow(dead_code)]
@@ -88,10 +90,30 @@ impl Everything {
 
     /// Starts (again) on `port`.
     pub async fn start_on(port: u16) -> Self {
-        let child = tokio::process::Command::new("node")
-            .arg(entry_point())
+        let mut node = tokio::process::Command::new("node");
+        node.arg(entry_point())
             .arg("streamableHttp")
-            .env("PORT", port.to_string())
+            .env("PORT", port.to_string());
+        Self::run(node, port).await
+    }
+
+    /// `meta-echo.mjs` instead of server-everything: a legacy-generation server of the
+    /// same SDK whose `whoami` answers with its request's id and `_meta`.
+    pub async fn start_meta_echo() -> Option<Self> {
+        if !tokio::task::spawn_blocking(ensure_installed).await.unwrap() {
+            return None;
+        }
+        // Beside node_modules, so that its imports resolve to the installed SDK.
+        let script = cache_dir().join("meta-echo.mjs");
+        std::fs::write(&script, include_str!("meta-echo.mjs")).unwrap();
+        let port = free_port();
+        let mut node = tokio::process::Command::new("node");
+        node.arg(script).arg(port.to_string());
+        Some(Self::run(node, port).await)
+    }
+
+    async fn run(mut node: tokio::process::Command, port: u16) -> Self {
+        let child = node
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -104,7 +126,7 @@ impl Everything {
         {
             assert!(
                 started.elapsed() < Duration::from_secs(30),
-                "server-everything did not listen on {port}"
+                "the upstream did not listen on {port}"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
