@@ -27,6 +27,8 @@ use crate::rate::RateLimit;
 use crate::tool::{Param, ParamType, Tool, ToolKind};
 
 #[cfg(feature = "upstream-client")]
+pub mod call_events;
+#[cfg(feature = "upstream-client")]
 pub mod client;
 #[cfg(feature = "upstream-client")]
 pub mod direct;
@@ -53,6 +55,8 @@ pub const MAX_INPUT_SCHEMA_BYTES: usize = 64 * 1024;
 pub const MAX_HEADERS: usize = 32;
 /// The largest CA bundle (`ca_file`, an MCPServer's `ca` key) taken, in bytes.
 pub const MAX_CA_BYTES: usize = 256 * 1024;
+/// The largest response (JSON body or SSE event) taken from an upstream.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// Upstreams per file (and per gateway: the loader counts across files).
 pub const MAX_SERVERS: usize = 64;
 

@@ -21,13 +21,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::call_events;
 use super::direct::{Observed, SessionSeen};
 use crate::annotations::Annotations;
 use crate::upstream::{Discovered, MAX_CA_BYTES, MAX_PAGES, MAX_TOOLS, UpstreamSpec};
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, FormElicitationCapability, Implementation, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, Implementation, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, RequestId,
 };
 use rmcp::service::{
     ClientCacheConfig, InboundStreamOrigin, NotificationContext, RequestContext, RoleClient,
@@ -37,10 +38,12 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt};
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc};
 
-/// The largest response (JSON body or SSE event) taken from an upstream.
-pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+pub use super::MAX_RESPONSE_BYTES;
+pub use super::call_events::{
+    CallEvents, EventSenders, QUESTION_TIMEOUT, Question, call_events, decline,
+};
 
 /// How long connecting (handshake included) may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -106,42 +109,6 @@ impl ClientHandler for Handler {
         };
         Ok(self.calls.ask(origin, request).await)
     }
-}
-
-/// The longest an upstream's question waits for the caller's answer (the call's own
-/// timeout may end it sooner).
-pub const QUESTION_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// A question an upstream asked during a call, and where its answer goes.
-pub type Question = (ElicitRequestParams, oneshot::Sender<ElicitResult>);
-
-/// The sending half of [`CallEvents`]: what the upstream sends about one call.
-pub struct EventSenders {
-    pub progress: watch::Sender<Option<ProgressNotificationParam>>,
-    pub questions: mpsc::Sender<Question>,
-}
-
-/// A call's event channels: questions one at a time, progress coalesced.
-pub fn call_events() -> (EventSenders, CallEvents) {
-    let (progress, progress_rx) = watch::channel(None);
-    let (questions, questions_rx) = mpsc::channel(1);
-    let senders = EventSenders {
-        progress,
-        questions,
-    };
-    let events = CallEvents {
-        progress: progress_rx,
-        questions: questions_rx,
-    };
-    (senders, events)
-}
-
-/// What a call in flight receives from its upstream.
-pub struct CallEvents {
-    /// The newest progress (a burst is coalesced: the reader takes the latest).
-    pub progress: watch::Receiver<Option<ProgressNotificationParam>>,
-    /// Questions, one at a time (a second while one is open is declined).
-    pub questions: mpsc::Receiver<Question>,
 }
 
 struct Route {
@@ -250,27 +217,14 @@ impl Calls {
         }
     }
 
-    /// Relays a question to its call and waits for the answer; declines one that
-    /// belongs to no call, arrives while the call has one open, or is not answered in
-    /// [`QUESTION_TIMEOUT`].
+    /// Relays a question to its call ([`call_events::ask`]); declines one that belongs
+    /// to no call.
     async fn ask(&self, origin: Origin, request: ElicitRequestParams) -> ElicitResult {
-        let Some(target) = self.target(&origin).await else {
-            return decline();
-        };
-        let (tx, rx) = oneshot::channel();
-        if target.try_send((request, tx)).is_err() {
-            return decline();
-        }
-        match tokio::time::timeout(QUESTION_TIMEOUT, rx).await {
-            Ok(Ok(answer)) => answer,
-            _ => decline(),
+        match self.target(&origin).await {
+            Some(target) => call_events::ask(&target, request).await,
+            None => decline(),
         }
     }
-}
-
-/// The answer to a question nobody can answer.
-pub fn decline() -> ElicitResult {
-    ElicitResult::new(ElicitationAction::Decline)
 }
 
 /// A connected upstream.
@@ -517,7 +471,7 @@ pub async fn discover_once(spec: &UpstreamSpec) -> Result<Vec<Discovered>, Conne
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rmcp::model::{ElicitationSchema, NumberOrString};
+    use rmcp::model::{ElicitationAction, ElicitationSchema, NumberOrString};
 
     fn question() -> ElicitRequestParams {
         let schema = serde_json::json!({"type": "object", "properties": {"n": {"type": "string"}}});

@@ -33,9 +33,9 @@ use rmcp::transport::streamable_http_client::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 use sse_stream::{Sse, SseStream};
-use tokio::sync::oneshot;
 
-use super::client::{EventSenders, MAX_RESPONSE_BYTES, QUESTION_TIMEOUT, decline};
+use super::MAX_RESPONSE_BYTES;
+use super::call_events::{self, EventSenders};
 
 /// What a direct call needs of the session rmcp opened: where, with which client (its
 /// connections live on the thread that opened the session), and the headers rmcp sends.
@@ -332,7 +332,7 @@ async fn on_message(
     let reply = match method.as_str() {
         "elicitation/create" => match serde_json::from_value::<ElicitRequestParams>(message.params)
         {
-            Ok(question) => json!({"result": ask(events, question).await}),
+            Ok(question) => json!({"result": call_events::ask(&events.questions, question).await}),
             Err(e) => json!({"error": ErrorData::invalid_params(e.to_string(), None)}),
         },
         // As rmcp's client answers them: alive, and no roots.
@@ -348,19 +348,6 @@ async fn on_message(
     // nothing here (the upstream times its question out).
     if let Ok(response) = post(session, &reply).await {
         let _ = response.bytes().await;
-    }
-}
-
-/// Relays a question to the caller and waits for the answer; declines one asked while
-/// another is open, or not answered in [`QUESTION_TIMEOUT`].
-async fn ask(events: &EventSenders, question: ElicitRequestParams) -> rmcp::model::ElicitResult {
-    let (tx, rx) = oneshot::channel();
-    if events.questions.try_send((question, tx)).is_err() {
-        return decline();
-    }
-    match tokio::time::timeout(QUESTION_TIMEOUT, rx).await {
-        Ok(Ok(answer)) => answer,
-        _ => decline(),
     }
 }
 
