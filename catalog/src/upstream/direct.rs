@@ -23,7 +23,7 @@ use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ElicitRequestParams, EmptyResult,
-    ErrorData, NumberOrString, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
+    ErrorData, NumberOrString, ProgressNotificationParam, RequestId, ServerResult,
 };
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_client::{
@@ -222,18 +222,25 @@ struct Incoming {
     error: Option<ErrorData>,
 }
 
-/// Posts `tools/call` with `params` as request `id` in `session`, and waits for its
-/// result, handing the upstream's progress and questions about it to `events`.
+/// Posts `tools/call` with `params` as request `id` in `session` (its progress token
+/// too), and waits for its result, handing the upstream's progress and questions about
+/// it to `events`. [`DirectError::SessionGone`]: nothing was run; the call may be sent
+/// again in a new session.
 pub async fn call(
     session: &LegacySession,
     id: &CallId,
-    mut params: CallToolRequestParams,
+    params: &CallToolRequestParams,
     events: EventSenders,
 ) -> Result<ServerResult, DirectError> {
-    params
-        .meta
-        .get_or_insert_default()
-        .set_progress_token(ProgressToken(id.clone()));
+    let mut params =
+        serde_json::to_value(params).map_err(|e| DirectError::Malformed(e.to_string()))?;
+    // `_meta` is the caller's session context, as its upstream entry declares it.
+    if let Some(params) = params.as_object_mut() {
+        let meta = params.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert("progressToken".into(), json!(id));
+        }
+    }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     let response = post(session, &body).await?;
     let status = response.status();

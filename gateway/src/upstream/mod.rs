@@ -51,7 +51,6 @@ use tokio_util::sync::CancellationToken;
 
 use connect::{ConnectError, Session};
 pub use error::UpstreamError;
-use futures::future::Either;
 use mcc_catalog::upstream::direct;
 pub use reply::UpstreamReply;
 
@@ -433,7 +432,7 @@ impl Server {
                 // The session is gone (or broken): drop it, mark the upstream down, and
                 // let discovery reconnect.
                 self.sessions.forget(&session).await;
-                Err(self.lost(&ConnectError::Connect(e)))
+                Err(self.lost(&ConnectError::Connect(e.to_string())))
             }
         }
     }
@@ -444,50 +443,33 @@ impl Server {
     /// the future sends `notifications/cancelled` for the request.
     ///
     /// In a legacy HTTP session the gateway posts the request itself
-    /// ([`connect::direct`]: a third of the CPU rmcp's client spends on it); otherwise
-    /// (2026-07-28 upstreams, stdio) rmcp's client sends it.
+    /// ([`direct`]: about half the CPU rmcp's client spends on it); otherwise (2026-07-28
+    /// upstreams, stdio), and when the upstream no longer knows the session (it
+    /// restarted), rmcp's client sends it: it opens a new session and sends it again.
     async fn send_call(
         &self,
         session: &Session,
         params: CallToolRequestParams,
     ) -> Result<ServerResult, CallFailed> {
-        let (id, answer, events, _route) = match session.service().seen.legacy() {
-            Some(legacy) => {
-                let id = direct::next_id();
-                let (senders, events) = connect::call_events();
-                let call_id = id.clone();
-                let answer = async move {
-                    let answer = direct::call(&legacy, &call_id, params, senders).await;
-                    answer.map_err(CallFailed::from)
-                };
-                (id, Either::Left(answer), events, None)
+        if let Some(legacy) = session.service().seen.legacy() {
+            let id = direct::next_id();
+            let (senders, events) = connect::call_events();
+            let answer = direct::call(&legacy, &id, &params, senders);
+            match drive(session, id.clone(), answer, events).await {
+                Err(CallFailed::Lost(LostBy::Direct(direct::DirectError::SessionGone))) => {}
+                other => return other,
             }
-            None => {
-                let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-                let handle = session
-                    .peer()
-                    .send_request_with_option(request, PeerRequestOptions::no_options())
-                    .await
-                    .map_err(CallFailed::from)?;
-                let (route, events) = session
-                    .service()
-                    .calls
-                    .register(handle.id.clone(), handle.progress_token.clone());
-                let id = handle.id.clone();
-                let answer = async { handle.await_response().await.map_err(CallFailed::from) };
-                (id, Either::Right(answer), events, Some(route))
-            }
-        };
-        let mut abandoned = CancelOnDrop {
-            peer: session.peer().clone(),
-            id: Some(id),
-        };
-        let result = relay::drive(answer, events).await;
-        // None: a held call's question was abandoned; dropping `abandoned` sends
-        // notifications/cancelled.
-        let result = result.ok_or(CallFailed::Abandoned)?;
-        abandoned.id = None;
-        result
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = session
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await?;
+        let (_route, events) = session
+            .service()
+            .calls
+            .register(handle.id.clone(), handle.progress_token.clone());
+        drive(session, handle.id.clone(), handle.await_response(), events).await
     }
 
     /// Records a lost connection (logged in full, shown as its kind) and wakes discovery.
@@ -590,6 +572,28 @@ impl Server {
     }
 }
 
+/// Waits for request `id`'s `answer` in `session`, relaying `events` to the caller
+/// ([`relay::drive`]); `notifications/cancelled` goes to the upstream if the caller stops
+/// waiting first.
+async fn drive<E: Into<CallFailed>>(
+    session: &Session,
+    id: RequestId,
+    answer: impl Future<Output = Result<ServerResult, E>>,
+    events: connect::CallEvents,
+) -> Result<ServerResult, CallFailed> {
+    let mut abandoned = CancelOnDrop {
+        peer: session.peer().clone(),
+        id: Some(id),
+    };
+    // None: a held call's question was abandoned; dropping `abandoned` sends
+    // notifications/cancelled.
+    let result = relay::drive(answer, events)
+        .await
+        .ok_or(CallFailed::Abandoned)?;
+    abandoned.id = None;
+    result.map_err(Into::into)
+}
+
 /// Why a `tools/call` has no result.
 enum CallFailed {
     /// The upstream's JSON-RPC error.
@@ -597,14 +601,23 @@ enum CallFailed {
     /// The caller's answer to the upstream's question will not come ([`held`]).
     Abandoned,
     /// The exchange failed (logged in full): the session is suspect.
-    Lost(String),
+    Lost(LostBy),
+}
+
+/// How an exchange failed: in rmcp's client, or in a call posted directly.
+#[derive(Debug, thiserror::Error)]
+enum LostBy {
+    #[error(transparent)]
+    Rmcp(rmcp::ServiceError),
+    #[error(transparent)]
+    Direct(direct::DirectError),
 }
 
 impl From<rmcp::ServiceError> for CallFailed {
     fn from(e: rmcp::ServiceError) -> Self {
         match e {
             rmcp::ServiceError::McpError(e) => CallFailed::Refused(e),
-            e => CallFailed::Lost(e.to_string()),
+            e => CallFailed::Lost(LostBy::Rmcp(e)),
         }
     }
 }
@@ -613,7 +626,7 @@ impl From<direct::DirectError> for CallFailed {
     fn from(e: direct::DirectError) -> Self {
         match e {
             direct::DirectError::Mcp(e) => CallFailed::Refused(e),
-            e => CallFailed::Lost(e.to_string()),
+            e => CallFailed::Lost(LostBy::Direct(e)),
         }
     }
 }

@@ -402,3 +402,45 @@ async fn a_legacy_upstreams_call_is_numbered_by_the_gateway_and_carries_its_cont
     ids.dedup();
     assert_eq!(ids.len(), 4, "every call has an id of its own: {ids:?}");
 }
+
+/// An upstream that restarted no longer knows the gateway's sessions (HTTP 404 to the
+/// call the gateway posts itself): the call is sent again through rmcp's client, which
+/// opens a new session, and succeeds (the 404 does not mark the upstream unavailable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_the_upstream_restarted_succeeds_in_a_new_session() {
+    let Some(echo) = Everything::start_meta_echo().await else {
+        return;
+    };
+    let port = echo.port;
+    let file = format!(
+        "mcp_servers:\n  - name: echo\n    url: {}\n    groups: [public]\n    prefix: echo_\n",
+        echo.url()
+    );
+    let upstreams = ("tools/upstreams.yaml", file);
+    let server = start_configured("dev-admin", Some(&redis_url()), &[upstreams], |_| {}).await;
+    let client = stateless(&server.url, TestClient::plain()).await;
+    let id_of = |text: String| {
+        let seen: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        seen["id"].clone()
+    };
+    let whoami = json!({"key": "public.echo_whoami"});
+    let first = id_of(call_text(&client, "execute", whoami.clone()).await);
+    assert!(
+        first.as_str().is_some_and(|id| id.starts_with("mcc-")),
+        "{first}"
+    );
+    echo.stop().await;
+    let echo = Everything::start_meta_echo_on(port).await;
+
+    // A call on the thread that served the first one meets the 404 in its direct post
+    // and is sent again through rmcp's client, in a new session (meta-echo keeps no
+    // standing stream on which rmcp's client could hear of the loss first); one served
+    // on the gateway's other thread opens a session there. Either way both succeed.
+    for _ in 0..2 {
+        let id = id_of(call_text(&client, "execute", whoami.clone()).await);
+        assert!(id.is_number() || id.is_string(), "{id}");
+    }
+    client.cancel().await.unwrap();
+    server.stop().await;
+    echo.stop().await;
+}

@@ -1,5 +1,6 @@
 // A legacy-generation MCP server (the official TypeScript SDK, streamable HTTP, one
-// session per client) whose `whoami` answers with what its request carried.
+// session per client, no standing stream, an unknown session is a 404) whose `whoami`
+// answers with what its request carried.
 import http from "node:http";
 import { randomUUID } from "node:crypto";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -9,7 +10,20 @@ const sessions = {};
 http.createServer(async (req, res) => {
   let body = "";
   for await (const chunk of req) body += chunk;
-  let transport = sessions[req.headers["mcp-session-id"]];
+  if (req.method === "GET") {
+    // No standing stream (the spec allows a 405): what the gateway learns of a lost
+    // session, it learns from its calls.
+    res.writeHead(405).end();
+    return;
+  }
+  const id = req.headers["mcp-session-id"];
+  let transport = sessions[id];
+  if (id && !transport) {
+    // A session this process never opened (it restarted): 404, as the spec asks.
+    res.writeHead(404, { "Content-Type": "application/json" }).end(JSON.stringify(
+      { jsonrpc: "2.0", id: null, error: { code: -32001, message: "Session not found" } }));
+    return;
+  }
   if (!transport) {
     transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),

@@ -106,10 +106,15 @@ impl Everything {
         // Beside node_modules, so that its imports resolve to the installed SDK.
         let script = cache_dir().join("meta-echo.mjs");
         std::fs::write(&script, include_str!("meta-echo.mjs")).unwrap();
-        let port = free_port();
+        Some(Self::start_meta_echo_on(free_port()).await)
+    }
+
+    /// meta-echo (again) on `port`.
+    pub async fn start_meta_echo_on(port: u16) -> Self {
         let mut node = tokio::process::Command::new("node");
-        node.arg(script).arg(port.to_string());
-        Some(Self::run(node, port).await)
+        node.arg(cache_dir().join("meta-echo.mjs"))
+            .arg(port.to_string());
+        Self::run(node, port).await
     }
 
     async fn run(mut node: tokio::process::Command, port: u16) -> Self {
