@@ -6,6 +6,7 @@
 //! - [`connect`]: an rmcp client session to an upstream, the bounded `tools/list` (the
 //!   catalog crate's `upstream::client`, shared with the operator's discovery);
 //! - [`sessions`]: an upstream's shared session and its connection threads' own;
+//! - [`call`]: one `tools/call`, posted directly or through rmcp, and why it failed;
 //! - [`stdio`]: a `command:` upstream's process, started by the tool runtime (the
 //!   executor, or the gateway's own process group in the embedded default), its stdio
 //!   the session's transport;
@@ -25,6 +26,7 @@
 //! (`notifications/cancelled`).
 
 pub use mcc_catalog::upstream::client as connect;
+mod call;
 pub mod context;
 mod error;
 pub mod held;
@@ -43,15 +45,14 @@ use std::time::Duration;
 
 use mcc_catalog::Tool;
 use mcc_catalog::upstream::{self, UpstreamSpec};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, RequestId, ServerResult};
-use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
+use rmcp::model::{CallToolRequestParams, ServerResult};
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use call::CallFailed;
 use connect::{ConnectError, Session};
 pub use error::UpstreamError;
-use mcc_catalog::upstream::direct;
 pub use reply::UpstreamReply;
 
 /// How long one discovery (connect and every page) may take.
@@ -409,7 +410,7 @@ impl Server {
             .map_err(|e| self.lost(&e))?;
         let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
         params.meta = meta.map(rmcp::model::RequestMetaObject::from);
-        match self.send_call(&session, params).await {
+        match call::send(&session, params).await {
             Ok(ServerResult::CallToolResult(result)) => Ok(UpstreamReply::from_result(result)),
             Ok(ServerResult::EmptyResult(_)) => Ok(UpstreamReply::from_result(
                 rmcp::model::CallToolResult::success(vec![]),
@@ -435,41 +436,6 @@ impl Server {
                 Err(self.lost(&ConnectError::Connect(e.to_string())))
             }
         }
-    }
-
-    /// Sends one `tools/call` and waits for its result, relaying the upstream's progress
-    /// and questions about it to the caller ([`relay`]). The request carries a progress
-    /// token of the gateway's own; the caller's token never leaves the gateway. Dropping
-    /// the future sends `notifications/cancelled` for the request.
-    ///
-    /// In a legacy HTTP session the gateway posts the request itself
-    /// ([`direct`]: about half the CPU rmcp's client spends on it); otherwise (2026-07-28
-    /// upstreams, stdio), and when the upstream no longer knows the session (it
-    /// restarted), rmcp's client sends it: it opens a new session and sends it again.
-    async fn send_call(
-        &self,
-        session: &Session,
-        params: CallToolRequestParams,
-    ) -> Result<ServerResult, CallFailed> {
-        if let Some(legacy) = session.service().seen.legacy() {
-            let id = direct::next_id();
-            let (senders, events) = connect::call_events();
-            let answer = direct::call(&legacy, &id, &params, senders);
-            match drive(session, id.clone(), answer, events).await {
-                Err(CallFailed::Lost(LostBy::Direct(direct::DirectError::SessionGone))) => {}
-                other => return other,
-            }
-        }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = session
-            .peer()
-            .send_request_with_option(request, PeerRequestOptions::no_options())
-            .await?;
-        let (_route, events) = session
-            .service()
-            .calls
-            .register(handle.id.clone(), handle.progress_token.clone());
-        drive(session, handle.id.clone(), handle.await_response(), events).await
     }
 
     /// Records a lost connection (logged in full, shown as its kind) and wakes discovery.
@@ -569,89 +535,6 @@ impl Server {
             "upstream discovered"
         );
         Ok(changed)
-    }
-}
-
-/// Waits for request `id`'s `answer` in `session`, relaying `events` to the caller
-/// ([`relay::drive`]); `notifications/cancelled` goes to the upstream if the caller stops
-/// waiting first.
-async fn drive<E: Into<CallFailed>>(
-    session: &Session,
-    id: RequestId,
-    answer: impl Future<Output = Result<ServerResult, E>>,
-    events: connect::CallEvents,
-) -> Result<ServerResult, CallFailed> {
-    let mut abandoned = CancelOnDrop {
-        peer: session.peer().clone(),
-        id: Some(id),
-    };
-    // None: a held call's question was abandoned; dropping `abandoned` sends
-    // notifications/cancelled.
-    let result = relay::drive(answer, events)
-        .await
-        .ok_or(CallFailed::Abandoned)?;
-    abandoned.id = None;
-    result.map_err(Into::into)
-}
-
-/// Why a `tools/call` has no result.
-enum CallFailed {
-    /// The upstream's JSON-RPC error.
-    Refused(rmcp::ErrorData),
-    /// The caller's answer to the upstream's question will not come ([`held`]).
-    Abandoned,
-    /// The exchange failed (logged in full): the session is suspect.
-    Lost(LostBy),
-}
-
-/// How an exchange failed: in rmcp's client, or in a call posted directly.
-#[derive(Debug, thiserror::Error)]
-enum LostBy {
-    #[error(transparent)]
-    Rmcp(rmcp::ServiceError),
-    #[error(transparent)]
-    Direct(direct::DirectError),
-}
-
-impl From<rmcp::ServiceError> for CallFailed {
-    fn from(e: rmcp::ServiceError) -> Self {
-        match e {
-            rmcp::ServiceError::McpError(e) => CallFailed::Refused(e),
-            e => CallFailed::Lost(LostBy::Rmcp(e)),
-        }
-    }
-}
-
-impl From<direct::DirectError> for CallFailed {
-    fn from(e: direct::DirectError) -> Self {
-        match e {
-            direct::DirectError::Mcp(e) => CallFailed::Refused(e),
-            e => CallFailed::Lost(LostBy::Direct(e)),
-        }
-    }
-}
-
-/// Sends `notifications/cancelled` for a request whose caller stopped waiting for it.
-struct CancelOnDrop {
-    peer: Peer<RoleClient>,
-    id: Option<RequestId>,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else {
-            return;
-        };
-        let peer = self.peer.clone();
-        let params = rmcp::model::CancelledNotificationParam::new(
-            Some(id),
-            Some("the caller cancelled the call".into()),
-        );
-        let note = rmcp::model::CancelledNotification::new(params);
-        // Best effort, after the call's future is gone: a closed session needs none.
-        tokio::spawn(async move {
-            let _ = peer.send_notification(note.into()).await;
-        });
     }
 }
 
