@@ -39,7 +39,6 @@ use super::call_events::{self, EventSenders};
 
 /// What a direct call needs of the session rmcp opened: where, with which client (its
 /// connections live on the thread that opened the session), and the headers rmcp sends.
-#[derive(Clone)]
 pub struct LegacySession {
     client: reqwest::Client,
     url: reqwest::Url,
@@ -50,15 +49,16 @@ pub struct LegacySession {
 /// The session id and headers rmcp sent last; empty until the handshake ends, and again
 /// once rmcp deletes the session. `None` also for a 2026-07-28 upstream (no session).
 #[derive(Clone, Default)]
-pub struct SessionSeen(Arc<Mutex<Option<LegacySession>>>);
+pub struct SessionSeen(Arc<Mutex<Option<Arc<LegacySession>>>>);
 
 impl SessionSeen {
-    /// The session to post a call in, if rmcp holds a legacy one.
-    pub fn legacy(&self) -> Option<LegacySession> {
+    /// The session to post a call in, if rmcp holds a legacy one (shared: a call takes
+    /// it without copying its URL and headers).
+    pub fn legacy(&self) -> Option<Arc<LegacySession>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn set(&self, session: Option<LegacySession>) {
+    fn set(&self, session: Option<Arc<LegacySession>>) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = session;
     }
 }
@@ -80,11 +80,11 @@ impl Observed {
         };
         let mut headers: HeaderMap = custom.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         headers.insert(HEADER_SESSION_ID, id);
-        self.seen.set(Some(LegacySession {
+        self.seen.set(Some(Arc::new(LegacySession {
             client: self.client.clone(),
             url: self.url.clone(),
             headers,
-        }));
+        })));
     }
 }
 
@@ -234,7 +234,8 @@ pub async fn call(
 ) -> Result<ServerResult, DirectError> {
     let mut params =
         serde_json::to_value(params).map_err(|e| DirectError::Malformed(e.to_string()))?;
-    // `_meta` is the caller's session context, as its upstream entry declares it.
+    // `_meta` may already hold the caller's session context (as the upstream's entry
+    // declares it); the progress token joins it.
     if let Some(params) = params.as_object_mut() {
         let meta = params.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
@@ -336,7 +337,7 @@ async fn on_message(
         }
         return;
     };
-    let reply = match method.as_str() {
+    let mut reply = match method.as_str() {
         "elicitation/create" => match serde_json::from_value::<ElicitRequestParams>(message.params)
         {
             Ok(question) => json!({"result": call_events::ask(&events.questions, question).await}),
@@ -348,7 +349,6 @@ async fn on_message(
         _ => json!({"error": ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND, format!("{method} is not supported"), None)}),
     };
-    let mut reply = reply;
     reply["jsonrpc"] = json!("2.0");
     reply["id"] = json!(request);
     // The upstream waits for this answer, not the other way round: a failed post ends
