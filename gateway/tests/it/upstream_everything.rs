@@ -444,3 +444,34 @@ async fn a_call_after_the_upstream_restarted_succeeds_in_a_new_session() {
     server.stop().await;
     echo.stop().await;
 }
+
+/// An upstream's answer over the 8 MiB bound (`MAX_RESPONSE_BYTES`) fails the call the
+/// gateway posts itself, with an error that names no URL, instead of being read whole;
+/// the gateway goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_answer_over_the_bound_fails_the_call() {
+    let Some(echo) = Everything::start_meta_echo().await else {
+        return;
+    };
+    let file = format!(
+        "mcp_servers:\n  - name: echo\n    url: {}\n    groups: [public]\n    prefix: echo_\n",
+        echo.url()
+    );
+    let upstreams = ("tools/upstreams.yaml", file);
+    let server = start_configured("dev-admin", Some(&redis_url()), &[upstreams], |_| {}).await;
+    let client = stateless(&server.url, TestClient::plain()).await;
+    let r = execute(&client, "public.echo_big", json!({})).await;
+    assert_eq!(r.is_error, Some(true), "{}", text(&r).len());
+    assert!(
+        text(&r).len() < 4096,
+        "not the answer: {} bytes",
+        text(&r).len()
+    );
+    assert!(text(&r).contains("upstream 'echo'"), "{}", text(&r));
+    assert!(!text(&r).contains("127.0.0.1"), "no URL: {}", text(&r));
+    let local = execute(&client, "public.echo", json!({"message": "still here"})).await;
+    assert_eq!(text(&local), "still here");
+    client.cancel().await.unwrap();
+    server.stop().await;
+    echo.stop().await;
+}

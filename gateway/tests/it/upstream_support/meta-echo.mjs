@@ -33,6 +33,8 @@ http.createServer(async (req, res) => {
     server.registerTool("whoami", { description: "What this call's request carried." },
       async (extra) => ({ content: [{ type: "text",
         text: JSON.stringify({ id: extra.requestId, meta: extra._meta ?? {} }) }] }));
+    server.registerTool("big", { description: "An answer of 9 MiB." },
+      async () => ({ content: [{ type: "text", text: "x".repeat(9 * 1024 * 1024) }] }));
     await server.connect(transport);
   }
   await transport.handleRequest(req, res, body ? JSON.parse(body) : undefined);
